@@ -1,0 +1,24 @@
+#ifndef HMC_CORE_AUTH_H_
+#define HMC_CORE_AUTH_H_
+
+#include <string>
+#include "absl/strings/string_view.h"
+#include <initializer_list>
+
+namespace hmc {
+
+// Challenge-response authentication with a shared token: each side sends a fresh nonce and proves
+// it knows the token with HMAC-SHA256 over both nonces and a label; the token never crosses the
+// wire. Both directions are proven, so a client also knows it reached the right service.
+std::string RandomNonce();  // 32 random bytes from OpenSSL's CSPRNG.
+
+// HMAC-SHA256(token, label || len-prefixed parts...), 32 bytes.
+std::string ComputeProof(absl::string_view token, absl::string_view label,
+                         std::initializer_list<absl::string_view> parts);
+
+// Constant-time comparison.
+bool ProofsEqual(absl::string_view a, absl::string_view b);
+
+}  // namespace hmc
+
+#endif  // HMC_CORE_AUTH_H_

@@ -1,0 +1,459 @@
+#include "core/coordinator.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_format.h"
+#include "core/auth.h"
+#include "core/coordinator_protocol.h"
+#include "core/log.h"
+
+namespace hmc {
+
+struct Coordinator::Connection {
+  UniqueFd fd;
+  std::string peer;  // Remote address, for messages.
+  FrameParser parser;
+  std::string nonce;
+  absl::Time handshake_deadline;
+  int rank = -1;  // -1 until joined.
+  absl::Time last_seen;
+  std::vector<uint8_t> out;
+  size_t out_offset = 0;
+  // After an error: what is queued is flushed, the write side shut down, input discarded, and the
+  // connection dropped at drop_at (closing with unread input would reset it and lose the error).
+  bool closing = false;
+  absl::Time drop_at = absl::InfiniteFuture();
+};
+
+namespace {
+constexpr size_t kMaxQueuedBytes = 64 << 20;
+constexpr uint64_t kWakeKey = ~uint64_t{0};
+constexpr uint64_t kListenKey = ~uint64_t{0} - 1;
+}  // namespace
+
+Coordinator::Coordinator(const CoordinatorConfig& config) : config_(config) {}
+
+absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorConfig& config) {
+  if (config.world_size < 1) return absl::InvalidArgumentError("world size must be at least 1");
+  absl::StatusOr<SocketAddress> bind = SocketAddress::Parse(config.bind);
+  if (!bind.ok()) return bind.status();
+  std::unique_ptr<Coordinator> c(new Coordinator(config));
+  absl::StatusOr<UniqueFd> listener = ListenTcp(*bind);
+  if (!listener.ok()) return listener.status();
+  c->listener_ = std::move(*listener);
+  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(c->listener_.get());
+  if (!local.ok()) return local.status();
+  c->address_ = *local;
+  c->epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
+  c->wake_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!c->epoll_.valid() || !c->wake_.valid()) {
+    return absl::InternalError("coordinator: epoll/eventfd failed");
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kListenKey;
+  epoll_ctl(c->epoll_.get(), EPOLL_CTL_ADD, c->listener_.get(), &ev);
+  ev.data.u64 = kWakeKey;
+  epoll_ctl(c->epoll_.get(), EPOLL_CTL_ADD, c->wake_.get(), &ev);
+  c->rank_fd_.assign(config.world_size, -1);
+  c->table_.world_size = config.world_size;
+  c->table_.peers.resize(config.world_size);
+  for (int r = 0; r < config.world_size; ++r) {
+    c->table_.peers[r].rank = r;
+    c->table_.peers[r].alive = false;
+  }
+  c->thread_ = std::thread([raw = c.get()] { raw->Loop(); });
+  return c;
+}
+
+Coordinator::~Coordinator() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  const uint64_t one = 1;
+  const ssize_t ignored = write(wake_.get(), &one, sizeof(one));
+  (void)ignored;
+  if (thread_.joinable()) thread_.join();
+}
+
+bool Coordinator::WaitUntilFinished(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  return mu_.AwaitWithDeadline(absl::Condition(&finished_), deadline);
+}
+
+PeerTable Coordinator::table() const {
+  absl::MutexLock lock(&mu_);
+  return table_;
+}
+
+std::vector<std::string> Coordinator::rejections() const {
+  absl::MutexLock lock(&mu_);
+  return rejections_;
+}
+
+void Coordinator::Loop() {
+  epoll_event events[64];
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    const int n = epoll_wait(epoll_.get(), events, 64, 100);
+    for (int i = 0; i < n; ++i) {
+      const uint64_t key = events[i].data.u64;
+      if (key == kWakeKey) {
+        uint64_t value;
+        const ssize_t ignored = read(wake_.get(), &value, sizeof(value));
+        (void)ignored;
+      } else if (key == kListenKey) {
+        Accept();
+      } else {
+        auto it = connections_.find(static_cast<int>(key));
+        if (it == connections_.end()) continue;
+        Connection& c = *it->second;
+        if (events[i].events & EPOLLOUT) Flush(c);
+        if (connections_.count(static_cast<int>(key)) &&
+            (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
+          OnReadable(c);
+        }
+      }
+    }
+    CheckTimers();
+  }
+  connections_.clear();
+}
+
+void Coordinator::Accept() {
+  for (;;) {
+    const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    auto c = std::make_unique<Connection>();
+    c->fd = UniqueFd(fd);
+    absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(fd);
+    c->peer = peer.ok() ? peer->ToString() : "unknown peer";
+    c->handshake_deadline = absl::Now() + config_.handshake_timeout;
+    c->nonce = RandomNonce();
+    SetNoDelay(fd).IgnoreError();
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = static_cast<uint64_t>(fd);
+    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+    Connection& ref = *c;
+    connections_[fd] = std::move(c);
+    Send(ref, FrameType::kChallenge, SerializeString(ref.nonce));
+  }
+}
+
+void Coordinator::Send(Connection& c, FrameType type, const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> bytes = EncodeControlFrame(type, payload, table_.epoch);
+  if (c.closing) return;
+  if (c.out.size() - c.out_offset + bytes.size() > kMaxQueuedBytes) {
+    // A client that does not read its answers loses its connection.
+    c.closing = true;
+    c.drop_at = absl::Now();
+    return;
+  }
+  c.out.insert(c.out.end(), bytes.begin(), bytes.end());
+  Flush(c);
+}
+
+void Coordinator::Flush(Connection& c) {
+  while (c.out_offset < c.out.size()) {
+    const ssize_t n = send(c.fd.get(), c.out.data() + c.out_offset, c.out.size() - c.out_offset,
+                           MSG_NOSIGNAL);
+    if (n > 0) {
+      c.out_offset += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      break;
+    } else {
+      c.closing = true;
+      c.drop_at = absl::Now();
+      c.out.clear();
+      c.out_offset = 0;
+      break;
+    }
+  }
+  if (c.out_offset == c.out.size()) {
+    c.out.clear();
+    c.out_offset = 0;
+    if (c.closing) shutdown(c.fd.get(), SHUT_WR);
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
+  ev.data.u64 = static_cast<uint64_t>(c.fd.get());
+  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+}
+
+void Coordinator::OnReadable(Connection& c) {
+  uint8_t buffer[64 << 10];
+  const int fd = c.fd.get();
+  if (c.closing) {
+    for (int i = 0; i < 16; ++i) {
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        Drop(fd, "closed after error");
+        return;
+      }
+      if (n < 0) return;
+    }
+    return;
+  }
+  for (;;) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n > 0) {
+      c.parser.Feed(std::span<const uint8_t>(buffer, static_cast<size_t>(n)));
+      if (n < static_cast<ssize_t>(sizeof(buffer))) break;
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      break;
+    } else {
+      const std::string reason =
+          c.parser.buffered() > 0
+              ? absl::StrFormat("connection closed inside a frame (%d bytes of it received)",
+                                c.parser.buffered())
+              : "connection closed";
+      if (c.rank < 0 && c.parser.buffered() > 0) {
+        absl::MutexLock lock(&mu_);
+        rejections_.push_back(absl::StrFormat("%s: %s", c.peer, reason));
+        Logf("coordinator", "rejected %s: %s", c.peer, reason);
+      }
+      Drop(fd, reason);
+      return;
+    }
+  }
+  for (;;) {
+    absl::StatusOr<std::optional<Frame>> frame = c.parser.Next();
+    if (!frame.ok()) {
+      Reject(c, std::string(frame.status().message()));
+      return;
+    }
+    if (!frame->has_value()) break;
+    c.last_seen = absl::Now();
+    if (absl::Status s = Handle(c, **frame); !s.ok()) {
+      Reject(c, std::string(s.message()));
+      return;
+    }
+  }
+}
+
+void Coordinator::Reject(Connection& c, const std::string& reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    rejections_.push_back(absl::StrFormat("%s: %s", c.peer, reason));
+  }
+  Logf("coordinator", "rejected %s: %s", c.peer, reason);
+  Send(c, FrameType::kError, SerializeString(reason));
+  c.closing = true;
+  c.drop_at = absl::Now() + absl::Seconds(1);
+  if (c.out.empty()) shutdown(c.fd.get(), SHUT_WR);
+  if (c.rank >= 0) Drop(c.fd.get(), reason);
+}
+
+absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
+  if (c.rank < 0) {
+    if (frame.header.type != FrameType::kJoin) {
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "expected a join frame first, got %s", FrameTypeName(frame.header.type)));
+    }
+    return HandleJoin(c, frame);
+  }
+  switch (frame.header.type) {
+    case FrameType::kHeartbeat:
+      return absl::OkStatus();
+    case FrameType::kLeave: {
+      Logf("coordinator", "rank %d left", c.rank);
+      const int rank = c.rank;
+      {
+        absl::MutexLock lock(&mu_);
+        table_.peers[rank].alive = false;
+        table_.peers[rank].failure = "left";
+      }
+      rank_fd_[rank] = -1;
+      c.rank = -2;  // Departed cleanly: closing the socket is not a failure.
+      ++departed_;
+      if (departed_ == config_.world_size) {
+        absl::MutexLock lock(&mu_);
+        finished_ = true;
+      }
+      return absl::OkStatus();
+    }
+    case FrameType::kKvPut: {
+      absl::StatusOr<KvMessage> m = KvMessage::Parse(frame.payload);
+      if (!m.ok()) return m.status();
+      kv_[m->key] = m->value;
+      KvMessage ack{.request = m->request, .key = m->key, .found = true};
+      Send(c, FrameType::kKvValue, ack.Serialize());
+      AnswerGets(m->key);
+      return absl::OkStatus();
+    }
+    case FrameType::kKvGet: {
+      absl::StatusOr<KvMessage> m = KvMessage::Parse(frame.payload);
+      if (!m.ok()) return m.status();
+      pending_gets_.push_back(PendingGet{c.fd.get(), m->request, m->key,
+                                         absl::Now() + absl::Milliseconds(m->wait_ms)});
+      AnswerGets(m->key);
+      return absl::OkStatus();
+    }
+    default:
+      return absl::FailedPreconditionError(
+          absl::StrFormat("unexpected %s frame from a joined rank", FrameTypeName(frame.header.type)));
+  }
+}
+
+absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
+  absl::StatusOr<JoinRequest> join = JoinRequest::Parse(frame.payload);
+  if (!join.ok()) return join.status();
+  const std::string expected = ComputeProof(config_.token, kJoinLabel,
+                                            {join->world_id, c.nonce, join->nonce,
+                                             absl::StrCat(join->rank)});
+  if (!ProofsEqual(expected, join->proof)) {
+    return absl::PermissionDeniedError("authentication failed: wrong token");
+  }
+  if (join->world_id != config_.world_id) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("wrong world id: this coordinator serves '%s', the peer asked for '%s'",
+                        config_.world_id, join->world_id));
+  }
+  if (join->world_size != 0 && join->world_size != config_.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("world size mismatch: coordinator has %d ranks, the peer expects %d",
+                        config_.world_size, join->world_size));
+  }
+  int rank = join->rank;
+  {
+    absl::MutexLock lock(&mu_);
+    if (table_.epoch > 0 || joined_ == config_.world_size) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "world '%s' is full (%d of %d ranks joined)", config_.world_id, joined_,
+          config_.world_size));
+    }
+    if (rank >= config_.world_size || rank < -1) {
+      return absl::InvalidArgumentError(absl::StrFormat("rank %d is outside a world of %d ranks",
+                                                        rank, config_.world_size));
+    }
+    if (rank >= 0 && rank_fd_[rank] >= 0) {
+      return absl::AlreadyExistsError(absl::StrFormat(
+          "duplicate rank %d: already taken by %s", rank, connections_[rank_fd_[rank]]->peer));
+    }
+    if (rank < 0) {
+      // First come: the lowest rank that nobody asked for explicitly yet.
+      for (rank = 0; rank < config_.world_size && rank_fd_[rank] >= 0; ++rank) {
+      }
+    }
+    table_.peers[rank] = PeerEntry{rank, join->address, join->zone, join->hostname, true, ""};
+  }
+  rank_fd_[rank] = c.fd.get();
+  c.rank = rank;
+  ++joined_;
+  Welcome welcome{rank, config_.world_size,
+                  ComputeProof(config_.token, kWelcomeLabel, {join->nonce, c.nonce})};
+  Send(c, FrameType::kWelcome, welcome.Serialize());
+  Logf("coordinator", "rank %d joined from %s (zone %s, transport %s), %d of %d", rank, c.peer,
+       join->zone, join->address, joined_, config_.world_size);
+  if (joined_ == config_.world_size) {
+    {
+      absl::MutexLock lock(&mu_);
+      table_.epoch = 1;
+    }
+    PublishTable();
+  }
+  return absl::OkStatus();
+}
+
+void Coordinator::PublishTable() {
+  PeerTable snapshot = table();
+  const std::vector<uint8_t> payload = snapshot.Serialize();
+  for (int fd : rank_fd_) {
+    if (fd >= 0 && connections_.count(fd)) Send(*connections_[fd], FrameType::kPeerTable, payload);
+  }
+}
+
+void Coordinator::AnswerGets(const std::string& key) {
+  auto found = kv_.find(key);
+  if (found == kv_.end()) return;
+  for (auto it = pending_gets_.begin(); it != pending_gets_.end();) {
+    if (it->key != key) {
+      ++it;
+      continue;
+    }
+    if (auto c = connections_.find(it->fd); c != connections_.end()) {
+      KvMessage answer{.request = it->request, .key = key, .value = found->second, .found = true};
+      Send(*c->second, FrameType::kKvValue, answer.Serialize());
+    }
+    it = pending_gets_.erase(it);
+  }
+}
+
+void Coordinator::Drop(int fd, const std::string& reason) {
+  auto it = connections_.find(fd);
+  if (it == connections_.end()) return;
+  const int rank = it->second->rank;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  connections_.erase(it);
+  if (rank < 0) return;
+  rank_fd_[rank] = -1;
+  bool complete;
+  {
+    absl::MutexLock lock(&mu_);
+    complete = table_.epoch > 0;
+    if (!complete) {
+      // Still forming: the slot is free again.
+      table_.peers[rank] = PeerEntry{rank, "", "", "", false, ""};
+    } else {
+      table_.peers[rank].alive = false;
+      table_.peers[rank].failure = reason;
+      ++table_.epoch;
+    }
+  }
+  if (!complete) {
+    --joined_;
+    Logf("coordinator", "rank %d disconnected before the world was complete: %s", rank, reason);
+    return;
+  }
+  Logf("coordinator", "rank %d failed: %s; epoch %d", rank, reason, table().epoch);
+  ++departed_;
+  PublishTable();
+  if (departed_ == config_.world_size) {
+    absl::MutexLock lock(&mu_);
+    finished_ = true;
+  }
+}
+
+void Coordinator::CheckTimers() {
+  const absl::Time now = absl::Now();
+  std::vector<std::pair<int, std::string>> expired;
+  for (auto& [fd, c] : connections_) {
+    if (c->closing) {
+      if (now >= c->drop_at) expired.emplace_back(fd, "closed after error");
+    } else if (c->rank == -1 && now > c->handshake_deadline) {
+      expired.emplace_back(fd, "handshake timed out");
+    } else if (c->rank >= 0 && now - c->last_seen > config_.heartbeat_timeout) {
+      expired.emplace_back(
+          fd, absl::StrFormat("no heartbeat for %s", absl::FormatDuration(now - c->last_seen)));
+    }
+  }
+  for (auto& [fd, reason] : expired) {
+    if (reason == "handshake timed out") {
+      absl::MutexLock lock(&mu_);
+      rejections_.push_back(absl::StrFormat("%s: %s", connections_[fd]->peer, reason));
+    }
+    Drop(fd, reason);
+  }
+  for (auto it = pending_gets_.begin(); it != pending_gets_.end();) {
+    if (now < it->deadline) {
+      ++it;
+      continue;
+    }
+    if (auto c = connections_.find(it->fd); c != connections_.end()) {
+      KvMessage answer{.request = it->request, .key = it->key, .found = false};
+      Send(*c->second, FrameType::kKvValue, answer.Serialize());
+    }
+    it = pending_gets_.erase(it);
+  }
+}
+
+}  // namespace hmc

@@ -1,0 +1,93 @@
+#ifndef HMC_CORE_COORDINATOR_H_
+#define HMC_CORE_COORDINATOR_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/frame_io.h"
+#include "core/peer_table.h"
+#include "core/socket.h"
+
+namespace hmc {
+
+struct CoordinatorConfig {
+  std::string bind = "127.0.0.1:0";
+  std::string token;
+  std::string world_id = "hmc";
+  int world_size = 1;
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+};
+
+// The "queen": assigns ranks, holds the peer table and a small key-value store, watches heartbeats
+// and publishes membership epochs. It never carries collective data. One thread serves every
+// connection with epoll; a connection that sends anything malformed is answered with an error
+// frame, logged with its address, and closed, while the others keep being served.
+class Coordinator {
+ public:
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Start(const CoordinatorConfig& config);
+  ~Coordinator();
+
+  const SocketAddress& address() const { return address_; }
+  // True once every rank joined and then left or failed.
+  bool WaitUntilFinished(absl::Time deadline);
+  // The current table (epoch 0 until the world is complete).
+  PeerTable table() const;
+  // Every connection refused so far, as logged: "127.0.0.1:5000: authentication failed ...".
+  std::vector<std::string> rejections() const;
+
+ private:
+  struct Connection;
+  struct PendingGet {
+    int fd;
+    uint64_t request;
+    std::string key;
+    absl::Time deadline;
+  };
+
+  explicit Coordinator(const CoordinatorConfig& config);
+  void Loop();
+  void Accept();
+  void OnReadable(Connection& c);
+  void Flush(Connection& c);
+  void Send(Connection& c, FrameType type, const std::vector<uint8_t>& payload);
+  absl::Status Handle(Connection& c, const Frame& frame);
+  absl::Status HandleJoin(Connection& c, const Frame& frame);
+  void Reject(Connection& c, const std::string& reason);
+  void Drop(int fd, const std::string& reason);
+  void CheckTimers();
+  void PublishTable();
+  void AnswerGets(const std::string& key);
+
+  const CoordinatorConfig config_;
+  SocketAddress address_;
+  UniqueFd listener_;
+  UniqueFd epoll_;
+  UniqueFd wake_;
+  std::thread thread_;
+
+  // Owned by the loop thread.
+  std::map<int, std::unique_ptr<Connection>> connections_;
+  std::map<std::string, std::string> kv_;
+  std::vector<PendingGet> pending_gets_;
+  std::vector<int> rank_fd_;  // Connection of each joined rank, -1 when none.
+  int joined_ = 0;
+  int departed_ = 0;  // Ranks that left or failed after the world was complete.
+
+  mutable absl::Mutex mu_;
+  PeerTable table_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> rejections_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace hmc
+
+#endif  // HMC_CORE_COORDINATOR_H_

@@ -1,0 +1,285 @@
+#include "core/coordinator_client.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_format.h"
+#include "core/auth.h"
+#include "core/coordinator_protocol.h"
+#include "core/frame_io.h"
+#include "core/log.h"
+
+namespace hmc {
+
+CoordinatorClient::CoordinatorClient(const Options& options, UniqueFd fd, SocketAddress local,
+                                     std::string nonce)
+    : options_(options),
+      fd_(std::move(fd)),
+      local_(local),
+      coordinator_(options.coordinator),
+      server_nonce_(std::move(nonce)) {}
+
+absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
+    const Options& options) {
+  if (options.coordinator.empty()) {
+    return absl::InvalidArgumentError("no coordinator address (set HMC_COORDINATOR or --coordinator)");
+  }
+  absl::StatusOr<SocketAddress> address = SocketAddress::Parse(options.coordinator);
+  if (!address.ok()) return address.status();
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  // The coordinator may still be starting: retry refused connections until the deadline.
+  absl::StatusOr<UniqueFd> fd;
+  absl::Duration backoff = absl::Milliseconds(10);
+  for (int attempt = 0;; ++attempt) {
+    fd = ConnectTcp(*address, deadline);
+    if (fd.ok() || absl::Now() + backoff >= deadline || attempt >= 1000) break;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Milliseconds(500));
+  }
+  if (!fd.ok()) {
+    return absl::UnavailableError(absl::StrFormat("coordinator %s: %s", options.coordinator,
+                                                  fd.status().message()));
+  }
+  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(fd->get());
+  if (!local.ok()) return local.status();
+  absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
+  if (!challenge.ok() || challenge->header.type != FrameType::kChallenge) {
+    return absl::UnavailableError(absl::StrFormat(
+        "coordinator %s: no valid challenge: %s", options.coordinator,
+        challenge.ok() ? std::string(FrameTypeName(challenge->header.type))
+                       : std::string(challenge.status().message())));
+  }
+  absl::StatusOr<std::string> nonce = ParseString(challenge->payload);
+  if (!nonce.ok()) return nonce.status();
+  return std::unique_ptr<CoordinatorClient>(
+      new CoordinatorClient(options, std::move(*fd), *local, *nonce));
+}
+
+absl::Status CoordinatorClient::Join(const std::string& transport_address, absl::Time deadline) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  JoinRequest join;
+  join.world_id = options_.world_id;
+  join.rank = static_cast<int32_t>(options_.rank);
+  join.world_size = static_cast<int32_t>(options_.world_size);
+  join.address = transport_address;
+  join.zone = options_.zone;
+  join.hostname = host;
+  join.nonce = RandomNonce();
+  join.proof = ComputeProof(options_.token, kJoinLabel,
+                            {join.world_id, server_nonce_, join.nonce, absl::StrCat(join.rank)});
+  if (absl::Status s = WriteControlFrame(fd_.get(), FrameType::kJoin, join.Serialize(), deadline);
+      !s.ok()) {
+    return absl::UnavailableError(
+        absl::StrFormat("coordinator %s: sending join: %s", coordinator_, s.message()));
+  }
+  absl::StatusOr<Frame> reply = ReadControlFrame(fd_.get(), deadline);
+  if (!reply.ok()) {
+    return absl::UnavailableError(
+        absl::StrFormat("coordinator %s: no answer to join: %s", coordinator_, reply.status().message()));
+  }
+  if (reply->header.type == FrameType::kError) {
+    absl::StatusOr<std::string> message = ParseString(reply->payload);
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "coordinator %s refused to join: %s", coordinator_,
+        message.ok() ? *message : std::string("(unreadable error)")));
+  }
+  if (reply->header.type != FrameType::kWelcome) {
+    return absl::DataLossError(absl::StrFormat("coordinator %s: unexpected %s frame", coordinator_,
+                                               FrameTypeName(reply->header.type)));
+  }
+  absl::StatusOr<Welcome> welcome = Welcome::Parse(reply->payload);
+  if (!welcome.ok()) return welcome.status();
+  if (!ProofsEqual(welcome->proof,
+                   ComputeProof(options_.token, kWelcomeLabel, {join.nonce, server_nonce_}))) {
+    return absl::PermissionDeniedError(absl::StrFormat(
+        "coordinator %s failed to prove the token: wrong token or not an hmc coordinator",
+        coordinator_));
+  }
+  rank_ = welcome->rank;
+  world_size_ = welcome->world_size;
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+CoordinatorClient::~CoordinatorClient() {
+  Leave();
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void CoordinatorClient::Leave() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (left_ || rank_ < 0 || !broken_.ok()) return;
+    left_ = true;
+  }
+  Write(FrameType::kLeave, {}, absl::Now() + absl::Seconds(2)).IgnoreError();
+}
+
+absl::Status CoordinatorClient::Write(FrameType type, const std::vector<uint8_t>& payload,
+                                      absl::Time deadline) {
+  absl::MutexLock lock(&write_mu_);
+  return WriteControlFrame(fd_.get(), type, payload, deadline);
+}
+
+void CoordinatorClient::Shutdown(const absl::Status& why) {
+  MembershipCallback callback;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return;
+    broken_ = why;
+    if (!stopping_ && !left_) callback = callback_;
+  }
+  if (callback) {
+    Logf("client", "rank %d: %s", rank_, why.message());
+    callback(PeerTable{});
+  }
+}
+
+void CoordinatorClient::Run() {
+  FrameParser parser;
+  absl::Time next_heartbeat = absl::Now();
+  uint8_t buffer[16 << 10];
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+    }
+    const absl::Time now = absl::Now();
+    if (now >= next_heartbeat) {
+      bool left;
+      {
+        absl::MutexLock lock(&mu_);
+        left = left_;
+      }
+      if (!left) {
+        if (absl::Status s = Write(FrameType::kHeartbeat, {}, now + options_.heartbeat_timeout);
+            !s.ok()) {
+          Shutdown(absl::UnavailableError(absl::StrFormat(
+              "lost the coordinator %s: %s", coordinator_, s.message())));
+          return;
+        }
+      }
+      next_heartbeat = now + options_.heartbeat_interval;
+    }
+    pollfd p{fd_.get(), POLLIN, 0};
+    const int timeout = static_cast<int>(std::clamp<int64_t>(
+        absl::ToInt64Milliseconds(next_heartbeat - absl::Now()), 1, 100));
+    if (poll(&p, 1, timeout) <= 0) continue;
+    const ssize_t n = recv(fd_.get(), buffer, sizeof(buffer), 0);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
+    if (n <= 0) {
+      Shutdown(absl::UnavailableError(
+          absl::StrFormat("lost the coordinator %s: connection closed", coordinator_)));
+      return;
+    }
+    parser.Feed(std::span<const uint8_t>(buffer, static_cast<size_t>(n)));
+    for (;;) {
+      absl::StatusOr<std::optional<Frame>> frame = parser.Next();
+      if (!frame.ok()) {
+        Shutdown(absl::DataLossError(absl::StrFormat("coordinator %s sent a bad frame: %s",
+                                                     coordinator_, frame.status().message())));
+        return;
+      }
+      if (!frame->has_value()) break;
+      const Frame& f = **frame;
+      if (f.header.type == FrameType::kPeerTable) {
+        absl::StatusOr<PeerTable> table = PeerTable::Parse(f.payload);
+        if (!table.ok()) {
+          Shutdown(table.status());
+          return;
+        }
+        MembershipCallback callback;
+        {
+          absl::MutexLock lock(&mu_);
+          if (table_.has_value()) callback = callback_;
+          table_ = *table;
+        }
+        if (callback) callback(*table);
+      } else if (f.header.type == FrameType::kKvValue) {
+        absl::StatusOr<KvMessage> m = KvMessage::Parse(f.payload);
+        if (!m.ok()) {
+          Shutdown(m.status());
+          return;
+        }
+        absl::MutexLock lock(&mu_);
+        if (auto it = answers_.find(m->request); it != answers_.end()) {
+          it->second = std::make_pair(m->found, m->value);
+        }
+      } else if (f.header.type == FrameType::kError) {
+        absl::StatusOr<std::string> message = ParseString(f.payload);
+        Shutdown(absl::AbortedError(absl::StrFormat("coordinator %s: %s", coordinator_,
+                                                    message.ok() ? *message : "error")));
+        return;
+      }
+    }
+  }
+}
+
+absl::StatusOr<PeerTable> CoordinatorClient::WaitForPeers(absl::Time deadline) {
+  absl::MutexLock lock(&mu_);
+  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return table_.has_value() || !broken_.ok();
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "rank %d: timed out waiting for all %d ranks to join coordinator %s", rank_, world_size_,
+        coordinator_));
+  }
+  if (!table_.has_value()) return broken_;
+  return *table_;
+}
+
+void CoordinatorClient::SetMembershipCallback(MembershipCallback callback) {
+  absl::MutexLock lock(&mu_);
+  callback_ = std::move(callback);
+}
+
+absl::StatusOr<std::string> CoordinatorClient::Request(FrameType type, const std::string& key,
+                                                       const std::string& value,
+                                                       absl::Time deadline) {
+  KvMessage m{.key = key, .value = value};
+  m.wait_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+    m.request = next_request_++;
+    answers_[m.request] = std::nullopt;
+  }
+  absl::Status written = Write(type, m.Serialize(), deadline);
+  absl::MutexLock lock(&mu_);
+  auto answered = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return answers_[m.request].has_value() || !broken_.ok();
+  };
+  // The server answers a Get at its deadline; allow a second for the answer to arrive.
+  const bool done =
+      written.ok() && mu_.AwaitWithDeadline(absl::Condition(&answered), deadline + absl::Seconds(1));
+  std::optional<std::pair<bool, std::string>> answer = answers_[m.request];
+  answers_.erase(m.request);
+  if (!written.ok()) return written;
+  if (!broken_.ok()) return broken_;
+  if (!done || !answer.has_value() || !answer->first) {
+    return absl::DeadlineExceededError(
+        absl::StrFormat("key '%s' not available from coordinator %s before the deadline", key,
+                        coordinator_));
+  }
+  return answer->second;
+}
+
+absl::Status CoordinatorClient::Put(const std::string& key, const std::string& value,
+                                    absl::Time deadline) {
+  return Request(FrameType::kKvPut, key, value, deadline).status();
+}
+
+absl::StatusOr<std::string> CoordinatorClient::Get(const std::string& key, absl::Time deadline) {
+  return Request(FrameType::kKvGet, key, "", deadline);
+}
+
+}  // namespace hmc

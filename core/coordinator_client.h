@@ -1,0 +1,82 @@
+#ifndef HMC_CORE_COORDINATOR_CLIENT_H_
+#define HMC_CORE_COORDINATOR_CLIENT_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/frame.h"
+#include "core/options.h"
+#include "core/peer_table.h"
+#include "core/socket.h"
+
+namespace hmc {
+
+// A rank's connection to the coordinator. Connect() dials and reads the challenge; Join() proves
+// the token, registers the transport address and learns the rank. A background thread then sends
+// heartbeats and receives peer tables (membership epochs) and key-value answers.
+class CoordinatorClient {
+ public:
+  using MembershipCallback = std::function<void(const PeerTable&)>;
+
+  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(const Options& options);
+  ~CoordinatorClient();  // Leaves cleanly if still joined.
+
+  // The local address of the connection: the interface that reaches the coordinator.
+  const SocketAddress& local_address() const { return local_; }
+
+  absl::Status Join(const std::string& transport_address, absl::Time deadline);
+  int rank() const { return rank_; }
+  int world_size() const { return world_size_; }
+
+  // Waits for the first complete peer table (every rank joined).
+  absl::StatusOr<PeerTable> WaitForPeers(absl::Time deadline);
+  // Called on the client's thread for every table after the first, i.e. on membership changes, and
+  // with a table whose epoch is 0 if the coordinator connection is lost.
+  void SetMembershipCallback(MembershipCallback callback);
+
+  absl::Status Put(const std::string& key, const std::string& value, absl::Time deadline);
+  // Waits until the key exists or the deadline passes.
+  absl::StatusOr<std::string> Get(const std::string& key, absl::Time deadline);
+
+  // Tells the coordinator this rank is done, so its disconnection is not a failure.
+  void Leave();
+
+ private:
+  CoordinatorClient(const Options& options, UniqueFd fd, SocketAddress local, std::string nonce);
+  void Run();
+  absl::Status Write(FrameType type, const std::vector<uint8_t>& payload, absl::Time deadline);
+  absl::StatusOr<std::string> Request(FrameType type, const std::string& key,
+                                      const std::string& value, absl::Time deadline);
+  void Shutdown(const absl::Status& why);
+
+  const Options options_;
+  UniqueFd fd_;
+  SocketAddress local_;
+  std::string coordinator_;
+  std::string server_nonce_;
+  int rank_ = -1;
+  int world_size_ = 0;
+  std::thread thread_;
+
+  absl::Mutex write_mu_;  // Serialises frames on the socket.
+  mutable absl::Mutex mu_;
+  std::optional<PeerTable> table_ ABSL_GUARDED_BY(mu_);
+  MembershipCallback callback_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::optional<std::pair<bool, std::string>>> answers_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool left_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace hmc
+
+#endif  // HMC_CORE_COORDINATOR_CLIENT_H_

@@ -1,0 +1,54 @@
+// hmc-coordinator: runs the coordinator alone, for groups that hmcrun does not launch.
+//   HMC_TOKEN=secret hmc-coordinator --bind=0.0.0.0:29400 --world_size=8
+// It prints its address, serves until every rank has joined and left (or failed), and exits 0;
+// SIGINT or SIGTERM stop it early with status 1.
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/clock.h"
+#include "core/coordinator.h"
+
+ABSL_FLAG(std::string, bind, "127.0.0.1:0", "Address to listen on (host:port, [v6]:port).");
+ABSL_FLAG(int, world_size, 0, "Number of ranks in the world (required).");
+ABSL_FLAG(std::string, world_id, "hmc", "Name of the world; joins naming another are refused.");
+ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(10),
+          "Silence after which a rank is declared failed.");
+
+namespace {
+volatile std::sig_atomic_t g_stop = 0;
+void OnSignal(int) { g_stop = 1; }
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Runs an hmc coordinator. The shared token is read from HMC_TOKEN.");
+  absl::ParseCommandLine(argc, argv);
+  hmc::CoordinatorConfig config;
+  config.bind = absl::GetFlag(FLAGS_bind);
+  config.world_size = absl::GetFlag(FLAGS_world_size);
+  config.world_id = absl::GetFlag(FLAGS_world_id);
+  config.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  if (const char* token = std::getenv("HMC_TOKEN")) config.token = token;
+  if (config.world_size < 1) {
+    std::fprintf(stderr, "hmc-coordinator: --world_size must be at least 1\n");
+    return 2;
+  }
+  auto coordinator = hmc::Coordinator::Start(config);
+  if (!coordinator.ok()) {
+    std::fprintf(stderr, "hmc-coordinator: %s\n", coordinator.status().ToString().c_str());
+    return 1;
+  }
+  std::signal(SIGINT, OnSignal);
+  std::signal(SIGTERM, OnSignal);
+  std::printf("hmc-coordinator listening on %s for %d ranks of world '%s'\n",
+              (*coordinator)->address().ToString().c_str(), config.world_size,
+              config.world_id.c_str());
+  std::fflush(stdout);
+  while (!g_stop) {
+    if ((*coordinator)->WaitUntilFinished(absl::Now() + absl::Milliseconds(200))) return 0;
+  }
+  return 1;
+}

@@ -1,0 +1,88 @@
+#include "core/coordinator_protocol.h"
+
+#include "core/wire.h"
+
+namespace hmc {
+
+std::vector<uint8_t> JoinRequest::Serialize() const {
+  WireWriter w;
+  w.PutString(world_id);
+  w.Put<int32_t>(rank);
+  w.Put<int32_t>(world_size);
+  w.PutString(address);
+  w.PutString(zone);
+  w.PutString(hostname);
+  w.PutString(nonce);
+  w.PutString(proof);
+  return w.bytes();
+}
+
+absl::StatusOr<JoinRequest> JoinRequest::Parse(std::span<const uint8_t> bytes) {
+  WireReader r(bytes);
+  JoinRequest j;
+  j.world_id = r.GetString();
+  j.rank = r.Get<int32_t>();
+  j.world_size = r.Get<int32_t>();
+  j.address = r.GetString();
+  j.zone = r.GetString();
+  j.hostname = r.GetString();
+  j.nonce = r.GetString();
+  j.proof = r.GetString();
+  if (!r.done()) return absl::DataLossError("malformed join request");
+  return j;
+}
+
+std::vector<uint8_t> Welcome::Serialize() const {
+  WireWriter w;
+  w.Put<int32_t>(rank);
+  w.Put<int32_t>(world_size);
+  w.PutString(proof);
+  return w.bytes();
+}
+
+absl::StatusOr<Welcome> Welcome::Parse(std::span<const uint8_t> bytes) {
+  WireReader r(bytes);
+  Welcome w;
+  w.rank = r.Get<int32_t>();
+  w.world_size = r.Get<int32_t>();
+  w.proof = r.GetString();
+  if (!r.done()) return absl::DataLossError("malformed welcome");
+  return w;
+}
+
+std::vector<uint8_t> KvMessage::Serialize() const {
+  WireWriter w;
+  w.Put<uint64_t>(request);
+  w.PutString(key);
+  w.PutString(value);
+  w.Put<int64_t>(wait_ms);
+  w.Put<uint8_t>(found ? 1 : 0);
+  return w.bytes();
+}
+
+absl::StatusOr<KvMessage> KvMessage::Parse(std::span<const uint8_t> bytes) {
+  WireReader r(bytes);
+  KvMessage m;
+  m.request = r.Get<uint64_t>();
+  m.key = r.GetString();
+  m.value = r.GetString();
+  m.wait_ms = r.Get<int64_t>();
+  m.found = r.Get<uint8_t>() != 0;
+  if (!r.done()) return absl::DataLossError("malformed key-value message");
+  return m;
+}
+
+std::vector<uint8_t> SerializeString(const std::string& s) {
+  WireWriter w;
+  w.PutString(s);
+  return w.bytes();
+}
+
+absl::StatusOr<std::string> ParseString(std::span<const uint8_t> bytes) {
+  WireReader r(bytes);
+  std::string s = r.GetString();
+  if (!r.done()) return absl::DataLossError("malformed string payload");
+  return s;
+}
+
+}  // namespace hmc

@@ -1,0 +1,188 @@
+#include "core/options.h"
+
+#include <cstdlib>
+#include <variant>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace hmc {
+namespace {
+
+using Field = std::variant<std::string Options::*, int64_t Options::*, bool Options::*,
+                           absl::Duration Options::*>;
+
+struct OptionSpec {
+  absl::string_view name;
+  Field field;
+  absl::string_view help;
+};
+
+// The one table of options. Keep it in the order of the struct.
+const OptionSpec kOptionTable[] = {
+    {"coordinator", &Options::coordinator, "Coordinator address, host:port or [v6]:port."},
+    {"token", &Options::token, "Shared secret for HMAC challenge-response; never sent."},
+    {"world_id", &Options::world_id, "Name of the group; peers of another world are refused."},
+    {"world_size", &Options::world_size, "Number of ranks; 0 takes it from the coordinator."},
+    {"rank", &Options::rank, "This process's rank; -1 lets the coordinator assign one."},
+    {"zone", &Options::zone, "Zone (region or site) this rank runs in."},
+    {"bind_addr", &Options::bind_addr,
+     "Address the transport listens on; empty: the local address that reaches the coordinator."},
+    {"streams", &Options::streams, "TCP connections per peer; large messages are striped."},
+    {"socket_buffer_bytes", &Options::socket_buffer_bytes,
+     "SO_SNDBUF/SO_RCVBUF per socket; 0 keeps kernel autotuning."},
+    {"stripe_min_bytes", &Options::stripe_min_bytes,
+     "Messages smaller than this travel on one stream."},
+    {"max_frame_bytes", &Options::max_frame_bytes,
+     "Largest frame accepted; longer lengths are rejected before any allocation."},
+    {"max_unexpected_bytes", &Options::max_unexpected_bytes,
+     "Memory for messages that arrive before their receive is posted; beyond it reading pauses."},
+    {"algo", &Options::algo, "All-reduce algorithm: auto, ring or halving_doubling."},
+    {"small_message_bytes", &Options::small_message_bytes,
+     "auto uses halving-doubling below this size and the pipelined ring from it."},
+    {"chunk_bytes", &Options::chunk_bytes, "Pipeline segment size of ring and broadcast."},
+    {"check_args", &Options::check_args,
+     "Compare count, dtype, op and root across ranks before data moves."},
+    {"workers", &Options::workers, "Threads that run collectives; several may be in flight."},
+    {"timeout", &Options::timeout, "Default deadline of a collective (e.g. 300s)."},
+    {"connect_timeout", &Options::connect_timeout,
+     "Deadline for joining the coordinator and connecting to every peer."},
+    {"heartbeat_interval", &Options::heartbeat_interval, "How often a rank tells the coordinator it lives."},
+    {"heartbeat_timeout", &Options::heartbeat_timeout,
+     "Silence after which the coordinator declares a rank failed."},
+};
+
+std::string EnvName(absl::string_view name) { return "HMC_" + absl::AsciiStrToUpper(name); }
+
+const OptionSpec* Find(absl::string_view name) {
+  for (const OptionSpec& spec : kOptionTable) {
+    if (spec.name == name) return &spec;
+  }
+  return nullptr;
+}
+
+absl::Status Assign(Options& options, const OptionSpec& spec, absl::string_view value) {
+  auto bad = [&](absl::string_view expected) {
+    return absl::InvalidArgumentError(absl::StrFormat("option %s (%s): '%s' is not %s", spec.name,
+                                                      EnvName(spec.name), value, expected));
+  };
+  if (auto* f = std::get_if<std::string Options::*>(&spec.field)) {
+    options.*(*f) = std::string(value);
+  } else if (auto* f = std::get_if<int64_t Options::*>(&spec.field)) {
+    int64_t parsed;
+    if (!absl::SimpleAtoi(value, &parsed)) return bad("an integer");
+    options.*(*f) = parsed;
+  } else if (auto* f = std::get_if<bool Options::*>(&spec.field)) {
+    bool parsed;
+    if (!absl::SimpleAtob(value, &parsed)) return bad("a boolean (0/1, true/false)");
+    options.*(*f) = parsed;
+  } else if (auto* f = std::get_if<absl::Duration Options::*>(&spec.field)) {
+    absl::Duration parsed;
+    if (!absl::ParseDuration(value, &parsed)) return bad("a duration such as 10s or 250ms");
+    options.*(*f) = parsed;
+  }
+  return absl::OkStatus();
+}
+
+std::string Format(const Options& options, const OptionSpec& spec) {
+  return std::visit(
+      [&](auto field) -> std::string {
+        const auto& value = options.*field;
+        using T = std::decay_t<decltype(value)>;
+        if constexpr (std::is_same_v<T, absl::Duration>) {
+          return absl::FormatDuration(value);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return value ? "1" : "0";
+        } else {
+          return absl::StrCat(value);
+        }
+      },
+      spec.field);
+}
+
+absl::Status Validate(const Options& o) {
+  if (o.streams < 1 || o.streams > 64) {
+    return absl::InvalidArgumentError(absl::StrFormat("streams=%d: must be 1..64", o.streams));
+  }
+  if (o.chunk_bytes < 4096) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("chunk_bytes=%d: must be at least 4096", o.chunk_bytes));
+  }
+  if (o.workers < 1 || o.workers > 64) {
+    return absl::InvalidArgumentError(absl::StrFormat("workers=%d: must be 1..64", o.workers));
+  }
+  if (o.algo != "auto" && o.algo != "ring" && o.algo != "halving_doubling") {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("algo=%s: must be auto, ring or halving_doubling", o.algo));
+  }
+  if (o.max_frame_bytes < 4096 || o.max_unexpected_bytes < 0 || o.stripe_min_bytes < 1 ||
+      o.socket_buffer_bytes < 0 || o.small_message_bytes < 0) {
+    return absl::InvalidArgumentError("a size option is out of range");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Options> Options::FromEnvironment() {
+  Options options;
+  for (const OptionSpec& spec : kOptionTable) {
+    const char* value = std::getenv(EnvName(spec.name).c_str());
+    if (value == nullptr) continue;
+    if (absl::Status s = Assign(options, spec, value); !s.ok()) return s;
+  }
+  if (absl::Status s = Validate(options); !s.ok()) return s;
+  return options;
+}
+
+absl::Status Options::Set(absl::string_view name, absl::string_view value) {
+  const OptionSpec* spec = Find(name);
+  if (spec == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat("unknown option '%s'", name));
+  }
+  Options candidate = *this;
+  if (absl::Status s = Assign(candidate, *spec, value); !s.ok()) return s;
+  if (absl::Status s = Validate(candidate); !s.ok()) return s;
+  *this = std::move(candidate);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::string>> Options::ApplyFlags(
+    const std::vector<std::string>& args) {
+  std::vector<std::string> rest;
+  for (const std::string& arg : args) {
+    absl::string_view view = arg;
+    const size_t eq = view.find('=');
+    if (absl::StartsWith(view, "--") && eq != absl::string_view::npos &&
+        Find(view.substr(2, eq - 2)) != nullptr) {
+      if (absl::Status s = Set(view.substr(2, eq - 2), view.substr(eq + 1)); !s.ok()) return s;
+    } else {
+      rest.push_back(arg);
+    }
+  }
+  return rest;
+}
+
+std::vector<std::string> Options::ToEnvironment() const {
+  std::vector<std::string> env;
+  for (const OptionSpec& spec : kOptionTable) {
+    env.push_back(EnvName(spec.name) + "=" + Format(*this, spec));
+  }
+  return env;
+}
+
+std::string Options::DescribeAll() {
+  const Options defaults;
+  std::string out = "| option | variable | default | meaning |\n|---|---|---|---|\n";
+  for (const OptionSpec& spec : kOptionTable) {
+    std::string value = Format(defaults, spec);
+    absl::StrAppend(&out, "| `--", spec.name, "` | `", EnvName(spec.name), "` | ",
+                    value.empty() ? "(empty)" : "`" + value + "`", " | ", spec.help, " |\n");
+  }
+  return out;
+}
+
+}  // namespace hmc

@@ -1,0 +1,67 @@
+#ifndef HMC_CORE_OPTIONS_H_
+#define HMC_CORE_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace hmc {
+
+// Every tunable of the runtime, each with one name. The name `foo_bar` is read from the environment
+// variable HMC_FOO_BAR (as hmcrun sets them) and from the flag --foo_bar=VALUE; a flag wins over the
+// environment. kOptionTable below documents each one; the README's option table is printed from it
+// by `hmc-perf --help-options`.
+struct Options {
+  // Bootstrap.
+  std::string coordinator;      // host:port of the coordinator.
+  std::string token;            // Shared secret; empty means no authentication.
+  std::string world_id = "hmc";
+  int64_t world_size = 0;       // 0: taken from the coordinator.
+  int64_t rank = -1;            // -1: first come, first served.
+  std::string zone = "default";
+  std::string bind_addr;        // Empty: the local address that reaches the coordinator.
+
+  // Transport.
+  int64_t streams = 4;                   // TCP connections per peer.
+  int64_t socket_buffer_bytes = 0;       // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning.
+  int64_t stripe_min_bytes = 256 << 10;  // Messages below this go on one stream.
+  int64_t max_frame_bytes = int64_t{1} << 32;
+  int64_t max_unexpected_bytes = int64_t{256} << 20;
+
+  // Collectives.
+  std::string algo = "auto";  // auto, ring or halving_doubling.
+  int64_t small_message_bytes = 256 << 10;
+  int64_t chunk_bytes = 1 << 20;  // Pipeline segment.
+  bool check_args = true;
+  int64_t workers = 2;  // Threads that run collectives (several may be in flight).
+
+  // Deadlines.
+  absl::Duration timeout = absl::Minutes(5);  // Default deadline of one collective.
+  absl::Duration connect_timeout = absl::Seconds(60);
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+  absl::Duration heartbeat_timeout = absl::Seconds(10);
+
+  // Reads HMC_* variables over the defaults.
+  static absl::StatusOr<Options> FromEnvironment();
+
+  // Sets one option by name (`streams`, not `HMC_STREAMS`).
+  absl::Status Set(absl::string_view name, absl::string_view value);
+
+  // Consumes every `--name=value` argument that names an option and returns the others in order.
+  absl::StatusOr<std::vector<std::string>> ApplyFlags(const std::vector<std::string>& args);
+
+  // The environment (HMC_NAME=value) that makes a child process see these options.
+  std::vector<std::string> ToEnvironment() const;
+
+  // A markdown table of every option: name, variable, default, meaning.
+  static std::string DescribeAll();
+};
+
+}  // namespace hmc
+
+#endif  // HMC_CORE_OPTIONS_H_

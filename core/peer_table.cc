@@ -1,0 +1,54 @@
+#include "core/peer_table.h"
+
+#include "absl/strings/str_format.h"
+#include "core/wire.h"
+
+namespace hmc {
+
+std::vector<uint8_t> PeerTable::Serialize() const {
+  WireWriter w;
+  w.Put<uint32_t>(epoch);
+  w.Put<int32_t>(world_size);
+  w.Put<uint32_t>(static_cast<uint32_t>(peers.size()));
+  for (const PeerEntry& p : peers) {
+    w.Put<int32_t>(p.rank);
+    w.PutString(p.address);
+    w.PutString(p.zone);
+    w.PutString(p.hostname);
+    w.Put<uint8_t>(p.alive ? 1 : 0);
+    w.PutString(p.failure);
+  }
+  return w.bytes();
+}
+
+absl::StatusOr<PeerTable> PeerTable::Parse(std::span<const uint8_t> bytes) {
+  WireReader r(bytes);
+  PeerTable table;
+  table.epoch = r.Get<uint32_t>();
+  table.world_size = r.Get<int32_t>();
+  const uint32_t count = r.Get<uint32_t>();
+  if (count > 1u << 20 || table.world_size < 0 || count != static_cast<uint32_t>(table.world_size)) {
+    return absl::DataLossError("peer table: inconsistent peer count");
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    PeerEntry p;
+    p.rank = r.Get<int32_t>();
+    p.address = r.GetString();
+    p.zone = r.GetString();
+    p.hostname = r.GetString();
+    p.alive = r.Get<uint8_t>() != 0;
+    p.failure = r.GetString();
+    if (p.rank != static_cast<int>(i)) return absl::DataLossError("peer table: ranks out of order");
+    table.peers.push_back(std::move(p));
+  }
+  if (!r.done()) return absl::DataLossError("peer table: truncated or trailing bytes");
+  return table;
+}
+
+std::string PeerTable::Describe(int rank) const {
+  if (rank < 0 || rank >= static_cast<int>(peers.size())) return absl::StrFormat("rank %d", rank);
+  const PeerEntry& p = peers[rank];
+  return absl::StrFormat("rank %d (%s, %s)", rank, p.hostname, p.address);
+}
+
+}  // namespace hmc

@@ -1,0 +1,254 @@
+#include "core/socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+
+namespace hmc {
+namespace {
+
+absl::Status Errno(absl::string_view what) {
+  return absl::UnavailableError(absl::StrFormat("%s: %s", what, std::strerror(errno)));
+}
+
+// Waits until `fd` is ready for `events` or the deadline passes.
+absl::Status WaitReady(int fd, short events, absl::Time deadline, absl::string_view what) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int n = poll(&p, 1, PollTimeoutMs(deadline));
+    if (n > 0) return absl::OkStatus();
+    if (n < 0 && errno != EINTR) return Errno(what);
+    if (n == 0 && absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrFormat("%s: deadline exceeded", what));
+    }
+  }
+}
+
+}  // namespace
+
+UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
+  if (this != &other) {
+    Reset();
+    fd_ = other.Release();
+  }
+  return *this;
+}
+
+UniqueFd::~UniqueFd() { Reset(); }
+
+int UniqueFd::Release() {
+  const int fd = fd_;
+  fd_ = -1;
+  return fd;
+}
+
+void UniqueFd::Reset() {
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+}
+
+absl::StatusOr<SocketAddress> SocketAddress::Parse(absl::string_view host_port) {
+  std::string host;
+  absl::string_view port_text;
+  if (!host_port.empty() && host_port.front() == '[') {
+    const size_t close = host_port.find(']');
+    if (close == absl::string_view::npos || close + 1 >= host_port.size() ||
+        host_port[close + 1] != ':') {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("address '%s': expected [ipv6]:port", host_port));
+    }
+    host = std::string(host_port.substr(1, close - 1));
+    port_text = host_port.substr(close + 2);
+  } else {
+    const size_t colon = host_port.rfind(':');
+    if (colon == absl::string_view::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("address '%s': expected host:port", host_port));
+    }
+    host = std::string(host_port.substr(0, colon));
+    port_text = host_port.substr(colon + 1);
+  }
+  uint32_t port;
+  if (!absl::SimpleAtoi(port_text, &port) || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrFormat("address '%s': bad port", host_port));
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  const int rc = getaddrinfo(host.empty() ? "0.0.0.0" : host.c_str(), nullptr, &hints, &result);
+  if (rc != 0 || result == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("address '%s': cannot resolve host: %s", host_port, gai_strerror(rc)));
+  }
+  auto parsed = FromSockaddr(result->ai_addr, result->ai_addrlen);
+  freeaddrinfo(result);
+  if (parsed.ok()) parsed->set_port(static_cast<uint16_t>(port));
+  return parsed;
+}
+
+absl::StatusOr<SocketAddress> SocketAddress::FromSockaddr(const sockaddr* addr, socklen_t len) {
+  if (len > sizeof(sockaddr_storage) ||
+      (addr->sa_family != AF_INET && addr->sa_family != AF_INET6)) {
+    return absl::InvalidArgumentError("not an IPv4 or IPv6 address");
+  }
+  SocketAddress out;
+  std::memcpy(&out.storage_, addr, len);
+  out.length_ = len;
+  return out;
+}
+
+absl::StatusOr<SocketAddress> SocketAddress::LocalOf(int fd) {
+  sockaddr_storage storage{};
+  socklen_t len = sizeof(storage);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&storage), &len) != 0) {
+    return Errno("getsockname");
+  }
+  return FromSockaddr(reinterpret_cast<sockaddr*>(&storage), len);
+}
+
+absl::StatusOr<SocketAddress> SocketAddress::PeerOf(int fd) {
+  sockaddr_storage storage{};
+  socklen_t len = sizeof(storage);
+  if (getpeername(fd, reinterpret_cast<sockaddr*>(&storage), &len) != 0) {
+    return Errno("getpeername");
+  }
+  return FromSockaddr(reinterpret_cast<sockaddr*>(&storage), len);
+}
+
+uint16_t SocketAddress::port() const {
+  if (family() == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(&storage_)->sin_port);
+  return ntohs(reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_port);
+}
+
+void SocketAddress::set_port(uint16_t port) {
+  if (family() == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&storage_)->sin_port = htons(port);
+  } else {
+    reinterpret_cast<sockaddr_in6*>(&storage_)->sin6_port = htons(port);
+  }
+}
+
+std::string SocketAddress::host() const {
+  char text[INET6_ADDRSTRLEN] = {};
+  if (family() == AF_INET) {
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&storage_)->sin_addr, text,
+              sizeof(text));
+  } else {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_addr, text,
+              sizeof(text));
+  }
+  return text;
+}
+
+std::string SocketAddress::ToString() const {
+  if (family() == AF_INET6) return absl::StrFormat("[%s]:%d", host(), port());
+  return absl::StrFormat("%s:%d", host(), port());
+}
+
+absl::StatusOr<UniqueFd> ListenTcp(const SocketAddress& address, int backlog) {
+  UniqueFd fd(socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Errno("socket");
+  const int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd.get(), address.raw(), address.length()) != 0) {
+    return Errno(absl::StrFormat("bind %s", address.ToString()));
+  }
+  if (listen(fd.get(), backlog) != 0) return Errno("listen");
+  return fd;
+}
+
+absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time deadline) {
+  UniqueFd fd(socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Errno("socket");
+  const std::string what = absl::StrFormat("connect to %s", address.ToString());
+  if (connect(fd.get(), address.raw(), address.length()) != 0) {
+    if (errno != EINPROGRESS) return Errno(what);
+    if (absl::Status s = WaitReady(fd.get(), POLLOUT, deadline, what); !s.ok()) return s;
+    int error = 0;
+    socklen_t len = sizeof(error);
+    getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &len);
+    if (error != 0) {
+      errno = error;
+      return Errno(what);
+    }
+  }
+  if (absl::Status s = SetNoDelay(fd.get()); !s.ok()) return s;
+  return fd;
+}
+
+absl::Status SetNonBlocking(int fd) {
+  const int flags = fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) return Errno("fcntl");
+  return absl::OkStatus();
+}
+
+absl::Status SetNoDelay(int fd) {
+  const int one = 1;
+  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0) {
+    return Errno("TCP_NODELAY");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetBufferSizes(int fd, int64_t bytes) {
+  if (bytes <= 0) return absl::OkStatus();
+  const int size = static_cast<int>(std::min<int64_t>(bytes, 1 << 30));
+  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size)) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size)) != 0) {
+    return Errno("SO_SNDBUF/SO_RCVBUF");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteFully(int fd, std::span<const uint8_t> bytes, absl::Time deadline) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (absl::Status s = WaitReady(fd, POLLOUT, deadline, "send"); !s.ok()) return s;
+    } else {
+      return Errno("send");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadFully(int fd, std::span<uint8_t> bytes, absl::Time deadline) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = recv(fd, bytes.data() + done, bytes.size() - done, 0);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+    } else if (n == 0) {
+      return absl::UnavailableError(
+          absl::StrFormat("connection closed after %d of %d bytes", done, bytes.size()));
+    } else if (errno == EAGAIN || errno == EINTR) {
+      if (absl::Status s = WaitReady(fd, POLLIN, deadline, "recv"); !s.ok()) return s;
+    } else {
+      return Errno("recv");
+    }
+  }
+  return absl::OkStatus();
+}
+
+int PollTimeoutMs(absl::Time deadline) {
+  if (deadline == absl::InfiniteFuture()) return -1;
+  const absl::Duration left = deadline - absl::Now();
+  if (left <= absl::ZeroDuration()) return 0;
+  return static_cast<int>(std::min<int64_t>(absl::ToInt64Milliseconds(left) + 1, 1000000));
+}
+
+}  // namespace hmc

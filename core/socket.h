@@ -1,0 +1,79 @@
+#ifndef HMC_CORE_SOCKET_H_
+#define HMC_CORE_SOCKET_H_
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace hmc {
+
+// An owned file descriptor, closed on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& other) noexcept : fd_(other.Release()) {}
+  UniqueFd& operator=(UniqueFd&& other) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd();
+
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release();
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// An IPv4 or IPv6 socket address. Text form: "1.2.3.4:80", "[::1]:80" or "name:80".
+class SocketAddress {
+ public:
+  static absl::StatusOr<SocketAddress> Parse(absl::string_view host_port);
+  static absl::StatusOr<SocketAddress> FromSockaddr(const sockaddr* addr, socklen_t len);
+  static absl::StatusOr<SocketAddress> LocalOf(int fd);
+  static absl::StatusOr<SocketAddress> PeerOf(int fd);
+
+  const sockaddr* raw() const { return reinterpret_cast<const sockaddr*>(&storage_); }
+  socklen_t length() const { return length_; }
+  int family() const { return storage_.ss_family; }
+  uint16_t port() const;
+  void set_port(uint16_t port);
+  std::string host() const;
+  std::string ToString() const;
+
+ private:
+  sockaddr_storage storage_{};
+  socklen_t length_ = 0;
+};
+
+// A listening TCP socket (SO_REUSEADDR, non-blocking) bound to `address` (port 0: any free port).
+absl::StatusOr<UniqueFd> ListenTcp(const SocketAddress& address, int backlog = 512);
+
+// Connects within the deadline; the returned socket is non-blocking with TCP_NODELAY set.
+absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time deadline);
+
+absl::Status SetNonBlocking(int fd);
+absl::Status SetNoDelay(int fd);
+// Sets SO_SNDBUF and SO_RCVBUF; 0 leaves the kernel's autotuning on.
+absl::Status SetBufferSizes(int fd, int64_t bytes);
+
+// Write or read exactly the span on a non-blocking socket, waiting with poll until the deadline.
+// A closed connection or the deadline ends it with an error.
+absl::Status WriteFully(int fd, std::span<const uint8_t> bytes, absl::Time deadline);
+absl::Status ReadFully(int fd, std::span<uint8_t> bytes, absl::Time deadline);
+
+// Milliseconds until the deadline for poll/epoll_wait: 0 if past, capped, -1 for InfiniteFuture.
+int PollTimeoutMs(absl::Time deadline);
+
+}  // namespace hmc
+
+#endif  // HMC_CORE_SOCKET_H_

@@ -1,0 +1,31 @@
+#!/bin/sh
+# Installs the Debian 12 packages that hmc needs to build, test and benchmark. Idempotent and
+# non-interactive: it only calls apt-get when something is missing. Run as root (or with sudo).
+set -eu
+
+PACKAGES="
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev libssl-dev libfmt-dev zlib1g-dev
+  libgloo-dev
+  clang-format iproute2 procps
+"
+
+missing=""
+for p in $PACKAGES; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+
+if [ -z "$missing" ]; then
+  echo "setup: all packages present"
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+echo "setup: installing$missing"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+# shellcheck disable=SC2086
+$SUDO apt-get install -y -q --no-install-recommends $missing
