@@ -156,9 +156,11 @@ std::string SocketAddress::ToString() const {
   return absl::StrFormat("%s:%d", host(), port());
 }
 
-absl::StatusOr<UniqueFd> ListenTcp(const SocketAddress& address, int backlog) {
+absl::StatusOr<UniqueFd> ListenTcp(const SocketAddress& address, int backlog,
+                                   int64_t buffer_bytes) {
   UniqueFd fd(socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Errno("socket");
+  if (absl::Status s = SetBufferSizes(fd.get(), buffer_bytes); !s.ok()) return s;
   const int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (bind(fd.get(), address.raw(), address.length()) != 0) {
@@ -168,9 +170,11 @@ absl::StatusOr<UniqueFd> ListenTcp(const SocketAddress& address, int backlog) {
   return fd;
 }
 
-absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time deadline) {
+absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time deadline,
+                                    int64_t buffer_bytes) {
   UniqueFd fd(socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Errno("socket");
+  if (absl::Status s = SetBufferSizes(fd.get(), buffer_bytes); !s.ok()) return s;
   const std::string what = absl::StrFormat("connect to %s", address.ToString());
   if (connect(fd.get(), address.raw(), address.length()) != 0) {
     if (errno != EINPROGRESS) return Errno(what);

@@ -56,10 +56,14 @@ class SocketAddress {
 };
 
 // A listening TCP socket (SO_REUSEADDR, non-blocking) bound to `address` (port 0: any free port).
-absl::StatusOr<UniqueFd> ListenTcp(const SocketAddress& address, int backlog = 512);
+// `buffer_bytes` > 0 sets SO_SNDBUF/SO_RCVBUF, which accepted sockets inherit.
+absl::StatusOr<UniqueFd> ListenTcp(const SocketAddress& address, int backlog = 512,
+                                   int64_t buffer_bytes = 0);
 
 // Connects within the deadline; the returned socket is non-blocking with TCP_NODELAY set.
-absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time deadline);
+// `buffer_bytes` > 0 sets SO_SNDBUF/SO_RCVBUF before connecting, so the window scale fits them.
+absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time deadline,
+                                    int64_t buffer_bytes = 0);
 
 absl::Status SetNonBlocking(int fd);
 absl::Status SetNoDelay(int fd);

@@ -1,0 +1,133 @@
+#include "transports/inproc/inproc_transport.h"
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace hmc {
+
+class InprocChannel final : public Channel {
+ public:
+  InprocChannel(std::shared_ptr<InprocFabric> fabric, int self, int peer)
+      : fabric_(std::move(fabric)),
+        self_(self),
+        peer_(peer),
+        description_(absl::StrFormat("rank %d (inproc)", peer)) {}
+
+  int peer_rank() const override { return peer_; }
+  const std::string& peer_description() const override { return description_; }
+
+  RequestPtr Send(uint64_t tag, const void* data, size_t bytes) override {
+    absl::MutexLock lock(&fabric_->mu_);
+    if (absl::Status s = BrokenLocked(); !s.ok()) return CompletedRequest(s);
+    const InprocFabric::Key key{self_, peer_, tag};
+    if (auto it = fabric_->receives_.find(key); it != fabric_->receives_.end()) {
+      InprocFabric::PostedRecv recv = it->second;
+      fabric_->receives_.erase(it);
+      if (recv.bytes != bytes) {
+        recv.request->Complete(SizeMismatch(tag, bytes, recv.bytes));
+      } else {
+        if (bytes > 0) std::memcpy(recv.data, data, bytes);
+        recv.request->Complete(absl::OkStatus());
+      }
+    } else {
+      const auto* p = static_cast<const uint8_t*>(data);
+      fabric_->messages_[key] = std::vector<uint8_t>(p, p + bytes);
+    }
+    stats_.bytes_sent += bytes;
+    ++stats_.messages_sent;
+    return CompletedRequest(absl::OkStatus());
+  }
+
+  RequestPtr Recv(uint64_t tag, void* data, size_t bytes) override {
+    absl::MutexLock lock(&fabric_->mu_);
+    if (absl::Status s = BrokenLocked(); !s.ok()) return CompletedRequest(s);
+    const InprocFabric::Key key{peer_, self_, tag};
+    stats_.bytes_received += bytes;
+    ++stats_.messages_received;
+    if (auto it = fabric_->messages_.find(key); it != fabric_->messages_.end()) {
+      std::vector<uint8_t> message = std::move(it->second);
+      fabric_->messages_.erase(it);
+      if (message.size() != bytes) return CompletedRequest(SizeMismatch(tag, message.size(), bytes));
+      if (bytes > 0) std::memcpy(data, message.data(), bytes);
+      return CompletedRequest(absl::OkStatus());
+    }
+    auto request = std::make_shared<Request>();
+    fabric_->receives_[key] = InprocFabric::PostedRecv{data, bytes, request};
+    return request;
+  }
+
+  void Close(const absl::Status& why) override {
+    absl::MutexLock lock(&fabric_->mu_);
+    fabric_->broken_.try_emplace({self_, peer_}, why);
+    for (auto it = fabric_->receives_.begin(); it != fabric_->receives_.end();) {
+      if (std::get<0>(it->first) == peer_ && std::get<1>(it->first) == self_) {
+        it->second.request->Complete(why);
+        it = fabric_->receives_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  absl::Status status() const override {
+    absl::MutexLock lock(&fabric_->mu_);
+    return BrokenLocked();
+  }
+
+  LinkStats stats() const override {
+    absl::MutexLock lock(&fabric_->mu_);
+    return stats_;
+  }
+
+ private:
+  absl::Status BrokenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(fabric_->mu_) {
+    if (auto it = fabric_->broken_.find({self_, peer_}); it != fabric_->broken_.end()) {
+      return it->second;
+    }
+    for (int rank : {self_, peer_}) {
+      if (auto it = fabric_->killed_.find(rank); it != fabric_->killed_.end()) return it->second;
+    }
+    return absl::OkStatus();
+  }
+  absl::Status SizeMismatch(uint64_t tag, size_t sent, size_t expected) const {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "message size mismatch for tag %#x between ranks %d and %d: %d bytes sent, %d expected",
+        tag, self_, peer_, sent, expected));
+  }
+
+  std::shared_ptr<InprocFabric> fabric_;
+  const int self_;
+  const int peer_;
+  const std::string description_;
+  LinkStats stats_;  // Guarded by fabric_->mu_.
+};
+
+void InprocFabric::Kill(int rank, const absl::Status& why) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = receives_.begin(); it != receives_.end();) {
+    if (std::get<0>(it->first) == rank || std::get<1>(it->first) == rank) {
+      it->second.request->Complete(why);
+      it = receives_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  killed_.try_emplace(rank, why);
+}
+
+InprocTransport::InprocTransport(std::shared_ptr<InprocFabric> fabric, int rank)
+    : fabric_(std::move(fabric)), rank_(rank) {}
+
+std::string InprocTransport::address() const { return absl::StrFormat("inproc:%d", rank_); }
+
+absl::StatusOr<std::vector<std::shared_ptr<Channel>>> InprocTransport::ConnectAll(
+    int rank, const std::vector<PeerAddress>& peers, absl::Time) {
+  std::vector<std::shared_ptr<Channel>> channels(peers.size());
+  for (const PeerAddress& p : peers) {
+    if (p.rank != rank) channels[p.rank] = std::make_shared<InprocChannel>(fabric_, rank, p.rank);
+  }
+  return channels;
+}
+
+}  // namespace hmc

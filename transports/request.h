@@ -1,0 +1,39 @@
+#ifndef HMC_TRANSPORTS_REQUEST_H_
+#define HMC_TRANSPORTS_REQUEST_H_
+
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace hmc {
+
+// Completion of one asynchronous send or receive. A transport completes it exactly once; any
+// thread may wait for it with a deadline.
+class Request {
+ public:
+  // Waits until completion or the deadline; returns the completion status or DeadlineExceeded.
+  absl::Status Wait(absl::Time deadline);
+  bool done() const;
+  // Completes the request; later calls are ignored (the first outcome wins).
+  void Complete(absl::Status status);
+
+ private:
+  mutable absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+};
+
+using RequestPtr = std::shared_ptr<Request>;
+
+inline RequestPtr CompletedRequest(absl::Status status) {
+  auto request = std::make_shared<Request>();
+  request->Complete(std::move(status));
+  return request;
+}
+
+}  // namespace hmc
+
+#endif  // HMC_TRANSPORTS_REQUEST_H_

@@ -1,0 +1,48 @@
+#include "transports/tcp/handshake.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/auth.h"
+#include "core/wire.h"
+
+namespace hmc {
+
+std::vector<uint8_t> PeerHello::Serialize() const {
+  WireWriter w;
+  w.PutString(world_id);
+  w.Put<int32_t>(rank);
+  w.Put<uint16_t>(stream);
+  w.Put<uint16_t>(streams);
+  w.Put<uint32_t>(epoch);
+  w.PutString(nonce);
+  w.PutString(proof);
+  return w.bytes();
+}
+
+absl::StatusOr<PeerHello> PeerHello::Parse(std::span<const uint8_t> bytes) {
+  WireReader r(bytes);
+  PeerHello h;
+  h.world_id = r.GetString();
+  h.rank = r.Get<int32_t>();
+  h.stream = r.Get<uint16_t>();
+  h.streams = r.Get<uint16_t>();
+  h.epoch = r.Get<uint32_t>();
+  h.nonce = r.GetString();
+  h.proof = r.GetString();
+  if (!r.done()) return absl::DataLossError("malformed peer hello");
+  return h;
+}
+
+std::string PeerHelloProof(const std::string& token, const std::string& world_id,
+                           const std::string& acceptor_nonce, const std::string& connector_nonce,
+                           int rank, int stream) {
+  return ComputeProof(token, "hmc-peer",
+                      {world_id, acceptor_nonce, connector_nonce, absl::StrCat(rank),
+                       absl::StrCat(stream)});
+}
+
+std::string PeerAcceptProof(const std::string& token, const std::string& connector_nonce,
+                            const std::string& acceptor_nonce) {
+  return ComputeProof(token, "hmc-peer-ok", {connector_nonce, acceptor_nonce});
+}
+
+}  // namespace hmc

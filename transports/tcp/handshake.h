@@ -1,0 +1,41 @@
+#ifndef HMC_TRANSPORTS_TCP_HANDSHAKE_H_
+#define HMC_TRANSPORTS_TCP_HANDSHAKE_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace hmc {
+
+// The peer-to-peer handshake on each TCP stream, connector (higher rank) to acceptor:
+//   acceptor:  PeerChallenge{nonce_a}
+//   connector: PeerHello{world, rank, stream, streams, epoch, nonce_c, proof}
+//   acceptor:  PeerAccept{proof'} | Error{message}
+// proof = HMAC(token, "hmc-peer", world, nonce_a, nonce_c, rank, stream);
+// proof' = HMAC(token, "hmc-peer-ok", nonce_c, nonce_a).
+struct PeerHello {
+  std::string world_id;
+  int32_t rank = 0;
+  uint16_t stream = 0;
+  uint16_t streams = 0;
+  uint32_t epoch = 0;
+  std::string nonce;
+  std::string proof;
+
+  std::vector<uint8_t> Serialize() const;
+  static absl::StatusOr<PeerHello> Parse(std::span<const uint8_t> bytes);
+};
+
+std::string PeerHelloProof(const std::string& token, const std::string& world_id,
+                           const std::string& acceptor_nonce, const std::string& connector_nonce,
+                           int rank, int stream);
+std::string PeerAcceptProof(const std::string& token, const std::string& connector_nonce,
+                            const std::string& acceptor_nonce);
+
+}  // namespace hmc
+
+#endif  // HMC_TRANSPORTS_TCP_HANDSHAKE_H_

@@ -1,0 +1,455 @@
+#include "transports/tcp/tcp_channel.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "transports/tcp/stripe.h"
+#include "transports/tcp/tcp_loop.h"
+
+namespace hmc {
+
+struct TcpChannel::SendOp {
+  RequestPtr request;
+  int stripes_left = 0;
+};
+
+struct TcpChannel::OutFrame {
+  uint8_t header[kFrameHeaderBytes];
+  const uint8_t* data = nullptr;
+  uint64_t bytes = 0;     // Payload bytes.
+  uint64_t written = 0;   // Header and payload bytes written so far.
+  std::shared_ptr<SendOp> op;  // Null for a goodbye.
+};
+
+// A message being received: posted by Recv, or arrived first ("unexpected") into own storage.
+struct TcpChannel::Incoming {
+  uint64_t total = 0;
+  uint16_t stripes = 0;  // 0 until the first stripe header arrives.
+  uint64_t stripe_mask = 0;  // Stripes whose header arrived.
+  uint16_t stripes_done = 0;
+  uint8_t* user = nullptr;  // Posted receive buffer.
+  RequestPtr request;       // Null while nobody posted a receive.
+  std::vector<uint8_t> storage;  // Unexpected arrival.
+  uint8_t* dest() { return storage.empty() && total > 0 && user ? user : storage.data(); }
+};
+
+struct TcpChannel::Stream {
+  int index = 0;
+  UniqueFd fd;
+  TcpLoop::Target target;
+  std::deque<OutFrame> queue;
+  uint32_t interest = 0;
+  // Receive state: a header being read, or a payload going to `dest`.
+  uint8_t header_bytes[kFrameHeaderBytes];
+  size_t header_got = 0;
+  bool have_header = false;
+  FrameHeader header;
+  uint8_t* dest = nullptr;
+  uint64_t remaining = 0;
+  bool paused = false;        // A header waits for memory or a posted receive.
+  bool said_goodbye = false;  // This side sent its goodbye and shut down writing.
+  bool got_goodbye = false;   // The peer said goodbye.
+  bool eof = false;
+};
+
+TcpChannel::TcpChannel(int peer_rank, std::string description, const TcpLimits& limits,
+                       TcpLoop* loop)
+    : peer_rank_(peer_rank), description_(std::move(description)), limits_(limits), loop_(loop) {
+  for (int i = 0; i < limits.streams; ++i) {
+    auto s = std::make_unique<Stream>();
+    s->index = i;
+    s->target = TcpLoop::Target{this, i};
+    streams_.push_back(std::move(s));
+  }
+}
+
+TcpChannel::~TcpChannel() = default;
+
+absl::Status TcpChannel::Error(absl::string_view what) const {
+  return absl::UnavailableError(absl::StrFormat("%s: %s", description_, what));
+}
+
+RequestPtr TcpChannel::Send(uint64_t tag, const void* data, size_t bytes) {
+  auto request = std::make_shared<Request>();
+  loop_->Post([self = shared_from_this(), tag, data, bytes, request] {
+    self->DoSend(tag, static_cast<const uint8_t*>(data), bytes, request);
+  });
+  return request;
+}
+
+RequestPtr TcpChannel::Recv(uint64_t tag, void* data, size_t bytes) {
+  auto request = std::make_shared<Request>();
+  loop_->Post([self = shared_from_this(), tag, data, bytes, request] {
+    self->DoRecv(tag, static_cast<uint8_t*>(data), bytes, request);
+  });
+  return request;
+}
+
+void TcpChannel::Close(const absl::Status& why) {
+  loop_->Post([self = shared_from_this(), why] { self->Fail(why, /*notify=*/false); });
+}
+
+absl::Status TcpChannel::status() const {
+  absl::MutexLock lock(&mu_);
+  return status_;
+}
+
+LinkStats TcpChannel::stats() const {
+  return LinkStats{bytes_sent_.load(), bytes_received_.load(), messages_sent_.load(),
+                   messages_received_.load()};
+}
+
+absl::Status TcpChannel::AttachStream(int index, UniqueFd fd) {
+  if (index < 0 || index >= static_cast<int>(streams_.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("stream %d out of range (%d streams)", index, streams_.size()));
+  }
+  Stream& s = *streams_[index];
+  if (s.fd.valid()) {
+    return absl::AlreadyExistsError(absl::StrFormat("duplicate connection for stream %d", index));
+  }
+  if (failed_) return status();
+  s.fd = std::move(fd);
+  s.interest = EPOLLIN;
+  loop_->Watch(s.fd.get(), &s.target, s.interest);
+  ++attached_;
+  if (!s.queue.empty()) Write(s);
+  return absl::OkStatus();
+}
+
+void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request) {
+  if (failed_ || shutting_down_) {
+    request->Complete(failed_ ? status() : Error("channel is shutting down"));
+    return;
+  }
+  const uint16_t stripes =
+      StripeCount(bytes, static_cast<int>(streams_.size()), limits_.stripe_min_bytes);
+  auto op = std::make_shared<SendOp>();
+  op->request = std::move(request);
+  op->stripes_left = stripes;
+  for (uint16_t k = 0; k < stripes; ++k) {
+    const StripeRange range = StripeOf(bytes, stripes, k);
+    // A single-stripe message goes to the streams in turn, so small messages spread too.
+    Stream& s = stripes == 1 ? *streams_[next_single_stream_++ % streams_.size()] : *streams_[k];
+    OutFrame frame;
+    FrameHeader header;
+    header.type = FrameType::kData;
+    header.tag = tag;
+    header.epoch = limits_.epoch;
+    header.stripe = k;
+    header.stripes = stripes;
+    header.total_bytes = bytes;
+    header.payload_bytes = range.bytes;
+    EncodeFrameHeader(header, frame.header);
+    frame.data = data + range.offset;
+    frame.bytes = range.bytes;
+    frame.op = op;
+    s.queue.push_back(std::move(frame));
+    if (s.queue.size() == 1 && s.fd.valid()) Write(s);
+    if (failed_) return;
+  }
+}
+
+void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr request) {
+  if (failed_) {
+    request->Complete(status());
+    return;
+  }
+  auto [it, inserted] = incoming_.try_emplace(tag);
+  if (inserted) {
+    it->second = std::make_unique<Incoming>();
+    Incoming& in = *it->second;
+    in.total = bytes;
+    in.user = data;
+    in.request = std::move(request);
+    ResumePaused();  // A paused stream may hold this message's header.
+    return;
+  }
+  Incoming& in = *it->second;
+  if (in.request != nullptr) {
+    request->Complete(absl::InvalidArgumentError(
+        absl::StrFormat("%s: a receive with tag %#x is already pending", description_, tag)));
+    return;
+  }
+  if (in.total != bytes) {
+    Fail(Error(absl::StrFormat("message size mismatch for tag %#x: the peer sent %d bytes, the "
+                               "receive expects %d",
+                               tag, in.total, bytes)),
+         /*notify=*/true);
+    request->Complete(status());
+    return;
+  }
+  in.user = data;
+  in.request = std::move(request);
+  if (in.stripes != 0 && in.stripes_done == in.stripes) Complete(tag);
+}
+
+void TcpChannel::Complete(uint64_t tag) {
+  // Every stripe arrived and a receive is posted.
+  auto it = incoming_.find(tag);
+  std::unique_ptr<Incoming> in = std::move(it->second);
+  incoming_.erase(it);
+  if (!in->storage.empty()) {
+    std::memcpy(in->user, in->storage.data(), in->total);
+    loop_->ReleaseUnexpected(in->total);
+  }
+  messages_received_.fetch_add(1, std::memory_order_relaxed);
+  in->request->Complete(absl::OkStatus());
+}
+
+void TcpChannel::OnEvent(int stream, uint32_t events) {
+  Stream& s = *streams_[stream];
+  if (!s.fd.valid()) return;
+  if (s.paused && (events & (EPOLLERR | EPOLLHUP))) {
+    // Level-triggered hang-ups would spin while reading is paused: the stream is lost.
+    Fail(Error("connection lost while a message waited for its receive"), !shutting_down_);
+    return;
+  }
+  if (events & EPOLLOUT) Write(s);
+  if (!failed_ && s.fd.valid() && (events & (EPOLLIN | EPOLLERR | EPOLLHUP))) Read(s);
+}
+
+void TcpChannel::UpdateInterest(Stream& s) {
+  uint32_t interest = 0;
+  if (!s.paused && !s.eof) interest |= EPOLLIN;
+  if (!s.queue.empty()) interest |= EPOLLOUT;
+  if (interest != s.interest && s.fd.valid()) {
+    s.interest = interest;
+    loop_->Modify(s.fd.get(), &s.target, interest);
+  }
+}
+
+void TcpChannel::Write(Stream& s) {
+  constexpr int kMaxIov = 64;
+  while (!s.queue.empty()) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    for (auto it = s.queue.begin(); it != s.queue.end() && n + 2 <= kMaxIov; ++it) {
+      uint64_t skip = it->written;
+      if (skip < kFrameHeaderBytes) {
+        iov[n++] = iovec{it->header + skip, kFrameHeaderBytes - skip};
+        skip = 0;
+      } else {
+        skip -= kFrameHeaderBytes;
+      }
+      if (it->bytes > skip) {
+        iov[n++] = iovec{const_cast<uint8_t*>(it->data) + skip, it->bytes - skip};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    const ssize_t sent = sendmsg(s.fd.get(), &msg, MSG_NOSIGNAL);
+    if (sent < 0) {
+      if (errno == EAGAIN || errno == EINTR) break;
+      Fail(Error(absl::StrFormat("send failed: %s", std::strerror(errno))), /*notify=*/true);
+      return;
+    }
+    uint64_t left = static_cast<uint64_t>(sent);
+    while (left > 0 || (!s.queue.empty() &&
+                        s.queue.front().written == kFrameHeaderBytes + s.queue.front().bytes)) {
+      OutFrame& f = s.queue.front();
+      const uint64_t need = kFrameHeaderBytes + f.bytes - f.written;
+      const uint64_t take = std::min(need, left);
+      f.written += take;
+      left -= take;
+      if (f.written < kFrameHeaderBytes + f.bytes) break;
+      bytes_sent_.fetch_add(f.bytes, std::memory_order_relaxed);
+      if (f.op != nullptr && --f.op->stripes_left == 0) {
+        messages_sent_.fetch_add(1, std::memory_order_relaxed);
+        f.op->request->Complete(absl::OkStatus());
+      }
+      s.queue.pop_front();
+    }
+  }
+  if (s.queue.empty() && s.said_goodbye) shutdown(s.fd.get(), SHUT_WR);
+  UpdateInterest(s);
+}
+
+void TcpChannel::Read(Stream& s) {
+  uint64_t budget = 16 << 20;  // Bytes per event, so other streams get their turn.
+  while (budget > 0 && !failed_ && !s.paused) {
+    if (!s.have_header) {
+      const ssize_t n = recv(s.fd.get(), s.header_bytes + s.header_got,
+                             kFrameHeaderBytes - s.header_got, 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        const std::string cause =
+            n == 0 ? "connection closed by peer" : std::string(std::strerror(errno));
+        if (s.got_goodbye || shutting_down_) {
+          s.eof = true;
+          UpdateInterest(s);
+          bool all_closed = true;
+          for (const auto& other : streams_) all_closed = all_closed && other->eof;
+          // Receives still pending from a peer that said goodbye can never complete.
+          if (all_closed && !shutting_down_) Fail(Error("the peer closed the channel"), false);
+          return;
+        }
+        Fail(Error(s.header_got > 0 ? absl::StrFormat("%s inside a frame header", cause) : cause),
+             /*notify=*/true);
+        return;
+      }
+      if (n < 0) return;
+      s.header_got += static_cast<size_t>(n);
+      if (s.header_got < kFrameHeaderBytes) continue;
+      absl::StatusOr<FrameHeader> header =
+          DecodeFrameHeader(s.header_bytes, limits_.max_frame_bytes);
+      if (!header.ok()) {
+        Fail(Error(header.status().message()), /*notify=*/true);
+        return;
+      }
+      if (header->type == FrameType::kLeave) {
+        s.header_got = 0;
+        s.got_goodbye = true;
+        continue;
+      }
+      if (header->type != FrameType::kData || header->epoch != limits_.epoch) {
+        Fail(Error(header->type != FrameType::kData
+                       ? absl::StrFormat("unexpected %s frame on a data stream",
+                                         FrameTypeName(header->type))
+                       : absl::StrFormat("frame of epoch %d, expected %d", header->epoch,
+                                         limits_.epoch)),
+             /*notify=*/true);
+        return;
+      }
+      s.header = *header;
+      s.have_header = true;
+      if (!Route(s)) return;
+    }
+    if (s.remaining > 0) {
+      const ssize_t n = recv(s.fd.get(), s.dest, std::min(s.remaining, budget), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        Fail(Error(absl::StrFormat("%s inside a %d-byte frame (%d bytes missing)",
+                                   n == 0 ? "connection closed by peer" : std::strerror(errno),
+                                   s.header.payload_bytes, s.remaining)),
+             /*notify=*/true);
+        return;
+      }
+      if (n < 0) return;
+      s.dest += n;
+      s.remaining -= static_cast<uint64_t>(n);
+      budget -= std::min<uint64_t>(budget, static_cast<uint64_t>(n));
+      bytes_received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+    }
+    if (s.remaining == 0) FinishStripe(s);
+  }
+}
+
+bool TcpChannel::Route(Stream& s) {
+  const FrameHeader& h = s.header;
+  const StripeRange range = StripeOf(h.total_bytes, h.stripes, h.stripe);
+  if (range.bytes != h.payload_bytes || h.stripes > 64) {
+    Fail(Error(absl::StrFormat("stripe %d of %d carries %d bytes, expected %d", h.stripe,
+                               h.stripes, h.payload_bytes, range.bytes)),
+         /*notify=*/true);
+    return false;
+  }
+  auto it = incoming_.find(h.tag);
+  if (it == incoming_.end()) {
+    if (!loop_->ReserveUnexpected(h.total_bytes)) {
+      s.paused = true;  // Resumed when memory frees up or a receive is posted.
+      UpdateInterest(s);
+      return false;
+    }
+    it = incoming_.emplace(h.tag, std::make_unique<Incoming>()).first;
+    it->second->total = h.total_bytes;
+    it->second->storage.resize(h.total_bytes);
+  }
+  Incoming& in = *it->second;
+  if (in.total != h.total_bytes) {
+    Fail(Error(absl::StrFormat("message size mismatch for tag %#x: the peer sent %d bytes, the "
+                               "receive expects %d",
+                               h.tag, h.total_bytes, in.total)),
+         /*notify=*/true);
+    return false;
+  }
+  if ((in.stripes != 0 && in.stripes != h.stripes) || (in.stripe_mask >> h.stripe & 1) != 0) {
+    Fail(Error(absl::StrFormat("inconsistent or repeated stripe %d of %d for tag %#x", h.stripe,
+                               h.stripes, h.tag)),
+         /*notify=*/true);
+    return false;
+  }
+  in.stripes = h.stripes;
+  in.stripe_mask |= uint64_t{1} << h.stripe;
+  s.dest = in.dest() + range.offset;
+  s.remaining = range.bytes;
+  return true;
+}
+
+void TcpChannel::FinishStripe(Stream& s) {
+  s.have_header = false;
+  s.header_got = 0;
+  Incoming& in = *incoming_.find(s.header.tag)->second;
+  if (++in.stripes_done == in.stripes && in.request != nullptr) Complete(s.header.tag);
+}
+
+void TcpChannel::ResumePaused() {
+  for (auto& stream : streams_) {
+    Stream& s = *stream;
+    if (!s.paused || failed_) continue;
+    s.paused = false;
+    if (!Route(s)) continue;
+    UpdateInterest(s);
+    Read(s);
+  }
+}
+
+void TcpChannel::Unwatch(Stream& s) {
+  if (!s.fd.valid()) return;
+  loop_->Unwatch(s.fd.get());
+  s.fd.Reset();
+}
+
+void TcpChannel::Fail(const absl::Status& why, bool notify) {
+  if (failed_) return;
+  failed_ = true;
+  {
+    absl::MutexLock lock(&mu_);
+    status_ = why;
+  }
+  for (auto& stream : streams_) {
+    for (OutFrame& f : stream->queue) {
+      if (f.op != nullptr) f.op->request->Complete(why);
+    }
+    stream->queue.clear();
+    Unwatch(*stream);
+  }
+  for (auto& [tag, in] : incoming_) {
+    if (in->request != nullptr) in->request->Complete(why);
+    if (!in->storage.empty()) loop_->ReleaseUnexpected(in->total);
+  }
+  incoming_.clear();
+  if (notify) loop_->OnChannelFailed(peer_rank_, why);
+}
+
+void TcpChannel::BeginShutdown() {
+  shutting_down_ = true;
+  if (failed_) return;
+  for (auto& stream : streams_) {
+    Stream& s = *stream;
+    if (!s.fd.valid() || s.said_goodbye) continue;
+    s.said_goodbye = true;
+    OutFrame goodbye;
+    FrameHeader header;
+    header.type = FrameType::kLeave;
+    header.epoch = limits_.epoch;
+    EncodeFrameHeader(header, goodbye.header);
+    s.queue.push_back(std::move(goodbye));
+    Write(s);
+    if (failed_) return;
+  }
+}
+
+bool TcpChannel::shutdown_complete() const {
+  if (failed_) return true;
+  for (const auto& s : streams_) {
+    if (s->fd.valid() && (!s->queue.empty() || !s->eof)) return false;
+  }
+  return true;
+}
+
+}  // namespace hmc

@@ -1,0 +1,94 @@
+#ifndef HMC_TRANSPORTS_TCP_TCP_CHANNEL_H_
+#define HMC_TRANSPORTS_TCP_TCP_CHANNEL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "core/frame.h"
+#include "core/socket.h"
+#include "transports/transport.h"
+
+namespace hmc {
+
+class TcpLoop;
+
+struct TcpLimits {
+  int streams = 4;
+  uint64_t stripe_min_bytes = 256 << 10;
+  uint64_t max_frame_bytes = uint64_t{1} << 32;
+  uint32_t epoch = 0;
+};
+
+// One peer's link: `streams` TCP connections, with large messages striped across them. The
+// public methods post work to the transport's progress thread, which alone touches the sockets
+// and the matching state; so nothing here blocks, and nothing needs a lock but the status.
+class TcpChannel final : public Channel, public std::enable_shared_from_this<TcpChannel> {
+ public:
+  TcpChannel(int peer_rank, std::string description, const TcpLimits& limits, TcpLoop* loop);
+  ~TcpChannel() override;
+
+  int peer_rank() const override { return peer_rank_; }
+  const std::string& peer_description() const override { return description_; }
+  RequestPtr Send(uint64_t tag, const void* data, size_t bytes) override;
+  RequestPtr Recv(uint64_t tag, void* data, size_t bytes) override;
+  void Close(const absl::Status& why) override;
+  absl::Status status() const override;
+  LinkStats stats() const override;
+
+  // Progress thread only.
+  absl::Status AttachStream(int index, UniqueFd fd);
+  bool connected() const { return attached_ == static_cast<int>(streams_.size()); }
+  void OnEvent(int stream, uint32_t events);
+  void Fail(const absl::Status& why, bool notify);
+  void ResumePaused();
+  // Graceful close: says goodbye on every stream once its queue is empty and shuts down writing.
+  void BeginShutdown();
+  bool shutdown_complete() const;
+
+ private:
+  struct SendOp;
+  struct OutFrame;
+  struct Incoming;
+  struct Stream;
+
+  void DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request);
+  void DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr request);
+  void Write(Stream& s);
+  void Read(Stream& s);
+  // Finds where the payload of the stream's current header goes; false if the stream must pause.
+  bool Route(Stream& s);
+  void FinishStripe(Stream& s);
+  void Complete(uint64_t tag);
+  void UpdateInterest(Stream& s);
+  void Unwatch(Stream& s);
+  absl::Status Error(absl::string_view what) const;
+
+  const int peer_rank_;
+  const std::string description_;
+  const TcpLimits limits_;
+  TcpLoop* const loop_;
+
+  // Progress-thread state.
+  std::vector<std::unique_ptr<Stream>> streams_;
+  int attached_ = 0;
+  size_t next_single_stream_ = 0;
+  std::map<uint64_t, std::unique_ptr<Incoming>> incoming_;
+  bool failed_ = false;
+  bool shutting_down_ = false;
+
+  mutable absl::Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0},
+      messages_received_{0};
+};
+
+}  // namespace hmc
+
+#endif  // HMC_TRANSPORTS_TCP_TCP_CHANNEL_H_

@@ -1,0 +1,37 @@
+#ifndef HMC_TRANSPORTS_TCP_TCP_LOOP_H_
+#define HMC_TRANSPORTS_TCP_TCP_LOOP_H_
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace hmc {
+
+class TcpChannel;
+
+// What a TcpChannel needs from the progress thread that owns it.
+class TcpLoop {
+ public:
+  // What an epoll registration points at.
+  struct Target {
+    TcpChannel* channel;
+    int stream;
+  };
+
+  virtual ~TcpLoop() = default;
+  // Runs `work` on the progress thread (from any thread).
+  virtual void Post(std::function<void()> work) = 0;
+  virtual void Watch(int fd, Target* target, uint32_t events) = 0;
+  virtual void Modify(int fd, Target* target, uint32_t events) = 0;
+  virtual void Unwatch(int fd) = 0;
+  // Memory for messages that arrive before their receive: false when the budget is spent.
+  virtual bool ReserveUnexpected(uint64_t bytes) = 0;
+  virtual void ReleaseUnexpected(uint64_t bytes) = 0;
+  virtual void OnChannelFailed(int rank, const absl::Status& why) = 0;
+};
+
+}  // namespace hmc
+
+#endif  // HMC_TRANSPORTS_TCP_TCP_LOOP_H_

@@ -1,0 +1,475 @@
+#include "transports/tcp/tcp_transport.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/auth.h"
+#include "core/coordinator_protocol.h"
+#include "core/log.h"
+#include "transports/tcp/handshake.h"
+
+namespace hmc {
+
+// An inbound connection that has not proven itself yet.
+struct TcpTransport::Handshake {
+  UniqueFd fd;
+  std::string peer;
+  std::string nonce;
+  FrameParser parser;
+  absl::Time deadline;
+  Target target{nullptr, -1};  // channel == nullptr, stream == fd: a handshake.
+  bool closing = false;        // Rejected: discarding input until drop_at.
+};
+
+namespace {
+constexpr int kListenerStream = -1;
+constexpr int kWakeStream = -2;
+}  // namespace
+
+TcpTransport::TcpTransport(const TcpTransportConfig& config) : config_(config) {}
+
+absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
+    const TcpTransportConfig& config) {
+  absl::StatusOr<SocketAddress> bind = SocketAddress::Parse(config.bind);
+  if (!bind.ok()) return bind.status();
+  std::unique_ptr<TcpTransport> t(new TcpTransport(config));
+  absl::StatusOr<UniqueFd> listener = ListenTcp(*bind, 1024, config.socket_buffer_bytes);
+  if (!listener.ok()) return listener.status();
+  t->listener_ = std::move(*listener);
+  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(t->listener_.get());
+  if (!local.ok()) return local.status();
+  t->address_ = *local;
+  t->epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
+  t->wake_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
+  if (!t->epoll_.valid() || !t->wake_.valid()) return absl::InternalError("epoll/eventfd failed");
+  t->listener_target_ = Target{nullptr, kListenerStream};
+  t->wake_target_ = Target{nullptr, kWakeStream};
+  t->Watch(t->listener_.get(), &t->listener_target_, EPOLLIN);
+  t->Watch(t->wake_.get(), &t->wake_target_, EPOLLIN);
+  t->thread_ = std::thread([raw = t.get()] { raw->Run(); });
+  return t;
+}
+
+TcpTransport::~TcpTransport() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  Post([] {});
+  if (thread_.joinable()) thread_.join();
+  stopped_ = true;
+  if (shutdown_request_ != nullptr) shutdown_request_->Complete(absl::OkStatus());
+  for (auto& channel : channels_) {
+    if (channel != nullptr) channel->Fail(absl::CancelledError("transport shut down"), false);
+  }
+}
+
+void TcpTransport::Post(std::function<void()> work) {
+  {
+    absl::MutexLock lock(&mu_);
+    posted_.push_back(std::move(work));
+  }
+  const uint64_t one = 1;
+  const ssize_t ignored = write(wake_.get(), &one, sizeof(one));
+  (void)ignored;
+}
+
+void TcpTransport::Watch(int fd, Target* target, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = target;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+}
+
+void TcpTransport::Modify(int fd, Target* target, uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = target;
+  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev);
+}
+
+void TcpTransport::Unwatch(int fd) { epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
+
+bool TcpTransport::ReserveUnexpected(uint64_t bytes) {
+  if (unexpected_bytes_ + bytes > config_.max_unexpected_bytes && unexpected_bytes_ > 0) {
+    return false;
+  }
+  // A single message larger than the whole budget is admitted alone, so it cannot wait forever.
+  unexpected_bytes_ += bytes;
+  return true;
+}
+
+void TcpTransport::ReleaseUnexpected(uint64_t bytes) {
+  unexpected_bytes_ -= bytes;
+  if (stopped_) return;
+  for (auto& channel : channels_) {
+    if (channel != nullptr) channel->ResumePaused();
+  }
+}
+
+void TcpTransport::OnChannelFailed(int rank, const absl::Status& why) {
+  Logf("tcp", "rank %d: link to %s failed: %s", rank_, channels_[rank]->peer_description(),
+       why.message());
+  FailureCallback callback;
+  {
+    absl::MutexLock lock(&mu_);
+    callback = failure_callback_;
+  }
+  if (callback) callback(rank, why);
+}
+
+void TcpTransport::SetFailureCallback(FailureCallback callback) {
+  absl::MutexLock lock(&mu_);
+  failure_callback_ = std::move(callback);
+}
+
+std::vector<std::string> TcpTransport::rejections() const {
+  absl::MutexLock lock(&mu_);
+  return rejections_;
+}
+
+void TcpTransport::RunPosted() {
+  std::vector<std::function<void()>> work;
+  {
+    absl::MutexLock lock(&mu_);
+    work.swap(posted_);
+  }
+  for (auto& w : work) w();
+}
+
+void TcpTransport::Run() {
+  epoll_event events[128];
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) break;
+    }
+    const int n = epoll_wait(epoll_.get(), events, 128, shutdown_request_ != nullptr ? 5 : 100);
+    for (int i = 0; i < n; ++i) {
+      auto* target = static_cast<Target*>(events[i].data.ptr);
+      if (target->channel != nullptr) {
+        target->channel->OnEvent(target->stream, events[i].events);
+      } else if (target->stream == kWakeStream) {
+        uint64_t value;
+        const ssize_t ignored = read(wake_.get(), &value, sizeof(value));
+        (void)ignored;
+      } else if (target->stream == kListenerStream) {
+        Accept();
+      } else if (auto it = handshakes_.find(target->stream); it != handshakes_.end()) {
+        OnHandshakeReadable(*it->second);
+      }
+    }
+    RunPosted();
+    CheckHandshakeDeadlines();
+    CheckShutdown();
+  }
+}
+
+void TcpTransport::Accept() {
+  for (;;) {
+    const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;
+    auto h = std::make_unique<Handshake>();
+    h->fd = UniqueFd(fd);
+    absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(fd);
+    h->peer = peer.ok() ? peer->ToString() : "unknown peer";
+    h->nonce = RandomNonce();
+    h->deadline = absl::Now() + config_.handshake_timeout;
+    h->target = Target{nullptr, fd};
+    SetNoDelay(fd).IgnoreError();
+    // A fresh socket's send buffer is empty: this small write cannot block.
+    if (!WriteControlFrame(fd, FrameType::kPeerChallenge, SerializeString(h->nonce),
+                           absl::Now() + absl::Seconds(1))
+             .ok()) {
+      continue;
+    }
+    Watch(fd, &h->target, EPOLLIN);
+    handshakes_[fd] = std::move(h);
+  }
+}
+
+void TcpTransport::OnHandshakeReadable(Handshake& h) {
+  uint8_t buffer[4096];
+  const ssize_t n = recv(h.fd.get(), buffer, sizeof(buffer), 0);
+  if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
+  if (h.closing) {
+    if (n <= 0) DropHandshake(h.fd.get());
+    return;
+  }
+  if (n <= 0) {
+    RejectHandshake(h, h.parser.buffered() > 0
+                           ? absl::StrFormat("connection closed inside a frame (%d bytes of it)",
+                                             h.parser.buffered())
+                           : "connection closed before the handshake");
+    return;
+  }
+  h.parser.Feed(std::span<const uint8_t>(buffer, static_cast<size_t>(n)));
+  absl::StatusOr<std::optional<Frame>> frame = h.parser.Next();
+  if (!frame.ok()) {
+    RejectHandshake(h, std::string(frame.status().message()));
+    return;
+  }
+  if (!frame->has_value()) return;
+  if ((*frame)->header.type != FrameType::kPeerHello || h.parser.buffered() != 0) {
+    RejectHandshake(h, absl::StrFormat("expected a peer hello, got %s",
+                                       FrameTypeName((*frame)->header.type)));
+    return;
+  }
+  absl::StatusOr<PeerHello> hello = PeerHello::Parse((*frame)->payload);
+  if (!hello.ok()) {
+    RejectHandshake(h, std::string(hello.status().message()));
+    return;
+  }
+  if (!ProofsEqual(hello->proof, PeerHelloProof(config_.token, hello->world_id, h.nonce,
+                                                hello->nonce, hello->rank, hello->stream))) {
+    RejectHandshake(h, "authentication failed: wrong token");
+    return;
+  }
+  if (hello->world_id != config_.world_id) {
+    RejectHandshake(h, absl::StrFormat("wrong world id '%s' (this peer is in '%s')",
+                                       hello->world_id, config_.world_id));
+    return;
+  }
+  if (hello->epoch != config_.limits.epoch ||
+      hello->streams != static_cast<uint16_t>(config_.limits.streams)) {
+    RejectHandshake(h, absl::StrFormat("mismatched settings: peer has epoch %d and %d streams, "
+                                       "this rank epoch %d and %d streams",
+                                       hello->epoch, hello->streams, config_.limits.epoch,
+                                       config_.limits.streams));
+    return;
+  }
+  if (!WriteControlFrame(h.fd.get(), FrameType::kPeerAccept,
+                         SerializeString(PeerAcceptProof(config_.token, hello->nonce, h.nonce)),
+                         absl::Now() + absl::Seconds(1))
+           .ok()) {
+    DropHandshake(h.fd.get());
+    return;
+  }
+  const int fd = h.fd.get();
+  Unwatch(fd);
+  UniqueFd owned(h.fd.Release());
+  const std::string peer = h.peer;
+  handshakes_.erase(fd);
+  if (absl::Status s = AttachInbound(hello->rank, hello->stream, std::move(owned)); !s.ok()) {
+    absl::MutexLock lock(&mu_);
+    rejections_.push_back(absl::StrFormat("%s: %s", peer, s.message()));
+    Logf("tcp", "rejected %s: %s", peer, s.message());
+  }
+}
+
+absl::Status TcpTransport::AttachInbound(int rank, int stream, UniqueFd fd) {
+  if (channels_.empty()) {
+    auto [it, inserted] = early_.try_emplace({rank, stream}, std::move(fd));
+    if (!inserted) {
+      return absl::AlreadyExistsError(
+          absl::StrFormat("duplicate connection from rank %d stream %d", rank, stream));
+    }
+    return absl::OkStatus();
+  }
+  if (rank <= rank_ || rank >= static_cast<int>(channels_.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d may not connect to rank %d in a world of %d", rank, rank_, channels_.size()));
+  }
+  if (absl::Status s = channels_[rank]->AttachStream(stream, std::move(fd)); !s.ok()) {
+    return absl::Status(s.code(), absl::StrFormat("rank %d: %s", rank, s.message()));
+  }
+  UpdateConnected();
+  return absl::OkStatus();
+}
+
+void TcpTransport::RejectHandshake(Handshake& h, const std::string& reason) {
+  {
+    absl::MutexLock lock(&mu_);
+    rejections_.push_back(absl::StrFormat("%s: %s", h.peer, reason));
+  }
+  Logf("tcp", "rejected inbound connection from %s: %s", h.peer, reason);
+  WriteControlFrame(h.fd.get(), FrameType::kError, SerializeString(reason),
+                    absl::Now() + absl::Milliseconds(100))
+      .IgnoreError();
+  shutdown(h.fd.get(), SHUT_WR);
+  // Keep reading (and discarding) for a moment: closing with unread input would reset the
+  // connection and the peer might never see why it was refused.
+  h.closing = true;
+  h.deadline = absl::Now() + absl::Seconds(1);
+}
+
+void TcpTransport::DropHandshake(int fd) {
+  Unwatch(fd);
+  handshakes_.erase(fd);
+}
+
+void TcpTransport::CheckHandshakeDeadlines() {
+  const absl::Time now = absl::Now();
+  std::vector<int> expired;
+  for (auto& [fd, h] : handshakes_) {
+    if (now >= h->deadline) expired.push_back(fd);
+  }
+  for (int fd : expired) {
+    Handshake& h = *handshakes_[fd];
+    if (h.closing) {
+      DropHandshake(fd);
+    } else {
+      RejectHandshake(h, "handshake timed out");
+    }
+  }
+}
+
+void TcpTransport::UpdateConnected() {
+  bool all = !channels_.empty();
+  for (auto& channel : channels_) {
+    if (channel != nullptr && !channel->connected()) all = false;
+  }
+  absl::MutexLock lock(&mu_);
+  all_connected_ = all;
+}
+
+absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int stream,
+                                         absl::Time deadline) {
+  absl::StatusOr<SocketAddress> address = SocketAddress::Parse(peer.address);
+  if (!address.ok()) return address.status();
+  absl::StatusOr<UniqueFd> fd = ConnectTcp(*address, deadline, config_.socket_buffer_bytes);
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
+  if (!challenge.ok()) return challenge.status();
+  if (challenge->header.type != FrameType::kPeerChallenge) {
+    return absl::DataLossError(
+        absl::StrFormat("expected a challenge, got %s", FrameTypeName(challenge->header.type)));
+  }
+  absl::StatusOr<std::string> acceptor_nonce = ParseString(challenge->payload);
+  if (!acceptor_nonce.ok()) return acceptor_nonce.status();
+  PeerHello hello;
+  hello.world_id = config_.world_id;
+  hello.rank = rank;
+  hello.stream = static_cast<uint16_t>(stream);
+  hello.streams = static_cast<uint16_t>(config_.limits.streams);
+  hello.epoch = config_.limits.epoch;
+  hello.nonce = RandomNonce();
+  hello.proof = PeerHelloProof(config_.token, config_.world_id, *acceptor_nonce, hello.nonce, rank,
+                               stream);
+  if (absl::Status s =
+          WriteControlFrame(fd->get(), FrameType::kPeerHello, hello.Serialize(), deadline);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<Frame> reply = ReadControlFrame(fd->get(), deadline);
+  if (!reply.ok()) return reply.status();
+  absl::StatusOr<std::string> text = ParseString(reply->payload);
+  if (!text.ok()) return text.status();
+  if (reply->header.type == FrameType::kError) {
+    return absl::PermissionDeniedError(absl::StrFormat("refused: %s", *text));
+  }
+  if (reply->header.type != FrameType::kPeerAccept ||
+      !ProofsEqual(*text, PeerAcceptProof(config_.token, hello.nonce, *acceptor_nonce))) {
+    return absl::PermissionDeniedError("the peer failed to prove the token");
+  }
+  auto owned = std::make_shared<UniqueFd>(std::move(*fd));
+  Post([this, r = peer.rank, stream, owned] {
+    if (channels_.empty() || channels_[r] == nullptr) return;
+    if (absl::Status s = channels_[r]->AttachStream(stream, std::move(*owned)); !s.ok()) {
+      Logf("tcp", "rank %d: attaching stream %d to rank %d: %s", rank_, stream, r, s.message());
+    }
+    UpdateConnected();
+  });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
+    int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) {
+  if (rank < 0 || rank >= static_cast<int>(peers.size())) {
+    return absl::InvalidArgumentError(absl::StrFormat("rank %d outside %d peers", rank, peers.size()));
+  }
+  std::vector<std::shared_ptr<TcpChannel>> channels(peers.size());
+  for (const PeerAddress& p : peers) {
+    if (p.rank != rank) {
+      channels[p.rank] =
+          std::make_shared<TcpChannel>(p.rank, p.description, config_.limits,
+                                                     static_cast<TcpLoop*>(this));
+    }
+  }
+  Post([this, rank, channels] {
+    rank_ = rank;
+    channels_ = channels;
+    std::map<std::pair<int, int>, UniqueFd> early;
+    early.swap(early_);
+    for (auto& [key, fd] : early) {
+      if (absl::Status s = AttachInbound(key.first, key.second, std::move(fd)); !s.ok()) {
+        absl::MutexLock lock(&mu_);
+        rejections_.push_back(s.ToString());
+      }
+    }
+    UpdateConnected();
+  });
+  // The higher rank of each pair connects: one thread per lower peer, its streams in turn.
+  std::vector<std::thread> connectors;
+  absl::Mutex errors_mu;
+  std::vector<std::string> errors;
+  for (const PeerAddress& p : peers) {
+    if (p.rank >= rank) continue;
+    connectors.emplace_back([&, p] {
+      for (int s = 0; s < config_.limits.streams; ++s) {
+        if (absl::Status st = ConnectStream(p, rank, s, deadline); !st.ok()) {
+          absl::MutexLock lock(&errors_mu);
+          errors.push_back(absl::StrFormat("%s: %s", p.description, st.message()));
+          return;
+        }
+      }
+    });
+  }
+  bool connected;
+  {
+    absl::MutexLock lock(&mu_);
+    connected = mu_.AwaitWithDeadline(absl::Condition(&all_connected_), deadline) ||
+                all_connected_;
+  }
+  for (auto& t : connectors) t.join();
+  if (!connected) {
+    // Which peers are missing streams is known on the progress thread; ask it.
+    auto missing = std::make_shared<std::vector<std::string>>();
+    auto done = std::make_shared<Request>();
+    Post([this, missing, done] {
+      for (auto& channel : channels_) {
+        if (channel != nullptr && !channel->connected()) {
+          missing->push_back(channel->peer_description());
+        }
+      }
+      done->Complete(absl::OkStatus());
+    });
+    done->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "rank %d: not connected to %s before the deadline%s%s", rank, absl::StrJoin(*missing, ", "),
+        errors.empty() ? "" : ": ", absl::StrJoin(errors, "; ")));
+  }
+  return std::vector<std::shared_ptr<Channel>>(channels.begin(), channels.end());
+}
+
+void TcpTransport::Shutdown(absl::Time deadline) {
+  auto done = std::make_shared<Request>();
+  Post([this, done, deadline] {
+    for (auto& channel : channels_) {
+      if (channel != nullptr) channel->BeginShutdown();
+    }
+    shutdown_request_ = done;
+    shutdown_deadline_ = deadline;
+  });
+  done->Wait(deadline + absl::Seconds(1)).IgnoreError();
+}
+
+void TcpTransport::CheckShutdown() {
+  if (shutdown_request_ == nullptr) return;
+  bool complete = true;
+  for (auto& channel : channels_) {
+    if (channel != nullptr && !channel->shutdown_complete()) complete = false;
+  }
+  if (complete || absl::Now() >= shutdown_deadline_) {
+    shutdown_request_->Complete(absl::OkStatus());
+    shutdown_request_.reset();
+  }
+}
+
+}  // namespace hmc

@@ -1,0 +1,108 @@
+#ifndef HMC_TRANSPORTS_TCP_TCP_TRANSPORT_H_
+#define HMC_TRANSPORTS_TCP_TCP_TRANSPORT_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "core/frame_io.h"
+#include "core/socket.h"
+#include "transports/tcp/tcp_channel.h"
+#include "transports/tcp/tcp_loop.h"
+#include "transports/transport.h"
+
+namespace hmc {
+
+struct TcpTransportConfig {
+  std::string bind = "127.0.0.1:0";  // Port 0: any free port.
+  std::string token;
+  std::string world_id = "hmc";
+  int64_t socket_buffer_bytes = 0;
+  uint64_t max_unexpected_bytes = 256 << 20;
+  absl::Duration handshake_timeout = absl::Seconds(10);
+  TcpLimits limits;
+};
+
+// Channels must not be used after their transport is destroyed.
+//
+// Multi-stream TCP: one progress thread runs epoll over the listener, handshakes in progress and
+// every stream; other threads only post work to it. The higher rank of a pair connects, with
+// `streams` connections that each prove the token (HMAC challenge-response). Inbound connections
+// that fail the handshake (wrong token, garbage, truncation, oversized lengths, silence) are
+// answered with an error, logged with their address and closed; the listener keeps serving.
+class TcpTransport final : public Transport, private TcpLoop {
+ public:
+  static absl::StatusOr<std::unique_ptr<TcpTransport>> Create(const TcpTransportConfig& config);
+  ~TcpTransport() override;
+
+  std::string address() const override { return address_.ToString(); }
+  absl::StatusOr<std::vector<std::shared_ptr<Channel>>> ConnectAll(
+      int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) override;
+  void SetFailureCallback(FailureCallback callback) override;
+
+  // Says goodbye on every stream and waits (until the deadline) for the peers' goodbyes, so that
+  // no data in flight is lost to a reset.
+  void Shutdown(absl::Time deadline);
+  // Inbound connections refused so far: "ADDRESS: reason".
+  std::vector<std::string> rejections() const;
+
+ private:
+  struct Handshake;
+
+  explicit TcpTransport(const TcpTransportConfig& config);
+  void Run();
+  void RunPosted();
+  void Accept();
+  void OnHandshakeReadable(Handshake& h);
+  void RejectHandshake(Handshake& h, const std::string& reason);
+  void DropHandshake(int fd);
+  absl::Status AttachInbound(int rank, int stream, UniqueFd fd);
+  void CheckHandshakeDeadlines();
+  void UpdateConnected();
+  absl::Status ConnectStream(const PeerAddress& peer, int rank, int stream, absl::Time deadline);
+  void CheckShutdown();
+
+  // TcpLoop.
+  void Post(std::function<void()> work) override;
+  void Watch(int fd, Target* target, uint32_t events) override;
+  void Modify(int fd, Target* target, uint32_t events) override;
+  void Unwatch(int fd) override;
+  bool ReserveUnexpected(uint64_t bytes) override;
+  void ReleaseUnexpected(uint64_t bytes) override;
+  void OnChannelFailed(int rank, const absl::Status& why) override;
+
+  const TcpTransportConfig config_;
+  SocketAddress address_;
+  UniqueFd listener_;
+  UniqueFd epoll_;
+  UniqueFd wake_;
+  std::thread thread_;
+  Target listener_target_{nullptr, -1};
+  Target wake_target_{nullptr, -2};
+
+  // Progress-thread state.
+  int rank_ = -1;
+  std::vector<std::shared_ptr<TcpChannel>> channels_;
+  std::map<int, std::unique_ptr<Handshake>> handshakes_;
+  // Streams that completed their handshake before ConnectAll created the channels.
+  std::map<std::pair<int, int>, UniqueFd> early_;
+  uint64_t unexpected_bytes_ = 0;
+  RequestPtr shutdown_request_;
+  absl::Time shutdown_deadline_;
+  bool stopped_ = false;  // The progress thread has ended (destruction).
+
+  mutable absl::Mutex mu_;
+  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool all_connected_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> rejections_ ABSL_GUARDED_BY(mu_);
+  FailureCallback failure_callback_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hmc
+
+#endif  // HMC_TRANSPORTS_TCP_TCP_TRANSPORT_H_

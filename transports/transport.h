@@ -1,0 +1,72 @@
+#ifndef HMC_TRANSPORTS_TRANSPORT_H_
+#define HMC_TRANSPORTS_TRANSPORT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "transports/request.h"
+
+namespace hmc {
+
+// Bytes and messages that crossed one link, in each direction.
+struct LinkStats {
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  uint64_t messages_sent = 0;
+  uint64_t messages_received = 0;
+};
+
+// A link to one peer. Messages are matched by tag: a receive completes with the message the peer
+// sent under the same tag, whichever order they were posted in, and its length must equal the
+// receive's length (a mismatch fails the channel, naming the peer and both lengths). At most one
+// send and one receive per tag may be pending at a time. The caller keeps the memory of a pending
+// request alive until it completes. Every method may be called from any thread.
+class Channel {
+ public:
+  virtual ~Channel() = default;
+  virtual int peer_rank() const = 0;
+  // "rank 2 (host, 10.0.0.2:4000)", for messages.
+  virtual const std::string& peer_description() const = 0;
+  virtual RequestPtr Send(uint64_t tag, const void* data, size_t bytes) = 0;
+  virtual RequestPtr Recv(uint64_t tag, void* data, size_t bytes) = 0;
+  // Fails every pending and later request on this channel with `why`.
+  virtual void Close(const absl::Status& why) = 0;
+  // OK while the channel works; the reason it failed afterwards.
+  virtual absl::Status status() const = 0;
+  virtual LinkStats stats() const = 0;
+};
+
+struct PeerAddress {
+  int rank;
+  std::string address;
+  std::string description;
+};
+
+// Creates channels to peers from the addresses the coordinator hands out.
+class Transport {
+ public:
+  using FailureCallback = std::function<void(int rank, const absl::Status& why)>;
+
+  virtual ~Transport() = default;
+  // The address peers reach this rank at, as published through the coordinator.
+  virtual std::string address() const = 0;
+  // Connects to every peer (entries for every rank including this one; this rank's is skipped)
+  // and returns the channels indexed by rank (null at this rank), or an error naming the peers
+  // that did not connect before the deadline.
+  virtual absl::StatusOr<std::vector<std::shared_ptr<Channel>>> ConnectAll(
+      int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) = 0;
+  // Called from the transport's thread when a channel fails (once per channel).
+  virtual void SetFailureCallback(FailureCallback callback) = 0;
+};
+
+}  // namespace hmc
+
+#endif  // HMC_TRANSPORTS_TRANSPORT_H_
