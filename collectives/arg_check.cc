@@ -1,0 +1,121 @@
+#include "collectives/arg_check.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+
+namespace hmc {
+namespace {
+
+constexpr size_t kDescriptorBytes = 24;
+
+void Encode(const CallDescriptor& d, uint8_t* out) {
+  out[0] = static_cast<uint8_t>(d.kind);
+  out[1] = static_cast<uint8_t>(d.dtype);
+  out[2] = static_cast<uint8_t>(d.op);
+  out[3] = d.algorithm;
+  std::memcpy(out + 4, &d.root, 4);
+  std::memcpy(out + 8, &d.count, 8);
+  std::memset(out + 16, 0, 8);
+  out[16] = d.locally_invalid ? 1 : 0;
+}
+
+// Names each field and how to print a raw value of it.
+struct Field {
+  const char* name;
+  std::string (*format)(const uint8_t* raw);
+};
+
+const Field kFields[] = {
+    {"collective",
+     [](const uint8_t* raw) -> std::string {
+       return CollectiveName(static_cast<CollectiveKind>(raw[0]));
+     }},
+    {"dtype",
+     [](const uint8_t* raw) -> std::string {
+       return IsValidDType(raw[1]) ? std::string(DTypeName(static_cast<DType>(raw[1])))
+                                   : absl::StrCat("invalid(", raw[1], ")");
+     }},
+    {"op",
+     [](const uint8_t* raw) -> std::string {
+       return IsValidReduceOp(raw[2]) ? std::string(ReduceOpName(static_cast<ReduceOp>(raw[2])))
+                                      : absl::StrCat("invalid(", raw[2], ")");
+     }},
+    {"algorithm", [](const uint8_t* raw) -> std::string { return absl::StrCat(raw[3]); }},
+    {"root",
+     [](const uint8_t* raw) -> std::string {
+       int32_t root;
+       std::memcpy(&root, raw + 4, 4);
+       return absl::StrCat(root);
+     }},
+    {"count",
+     [](const uint8_t* raw) -> std::string {
+       uint64_t count;
+       std::memcpy(&count, raw + 8, 8);
+       return absl::StrCat(count);
+     }},
+    {"buffers",
+     [](const uint8_t* raw) -> std::string { return raw[16] != 0 ? "invalid" : "ok"; }},
+};
+
+}  // namespace
+
+const char* CollectiveName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return "allreduce";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kAllGather:
+      return "allgather";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kBarrier:
+      return "barrier";
+  }
+  return "unknown";
+}
+
+absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine) {
+  const int n = ctx.size();
+  if (n == 1) return absl::OkStatus();
+  uint8_t* all = ctx.Scratch(kDescriptorBytes * n);
+  Encode(mine, all + kDescriptorBytes * ctx.rank());
+  std::vector<CollectiveContext::Pending> pending;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == ctx.rank()) continue;
+    pending.push_back(ctx.Send(peer, Phase::kArgCheck, 0, 0, all + kDescriptorBytes * ctx.rank(),
+                               kDescriptorBytes));
+    pending.push_back(
+        ctx.Recv(peer, Phase::kArgCheck, 0, 0, all + kDescriptorBytes * peer, kDescriptorBytes));
+  }
+  if (absl::Status s = ctx.WaitAll(pending); !s.ok()) return s;
+  // Field offsets within the descriptor, in kFields order.
+  const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16};
+  const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1};
+  std::vector<std::string> differences;
+  for (size_t f = 0; f < std::size(kFields); ++f) {
+    bool differs = false;
+    for (int peer = 1; peer < n; ++peer) {
+      differs |= std::memcmp(all + offsets[f], all + kDescriptorBytes * peer + offsets[f],
+                             sizes[f]) != 0;
+    }
+    if (!differs) continue;
+    std::vector<std::string> values;
+    for (int peer = 0; peer < n; ++peer) {
+      values.push_back(
+          absl::StrFormat("rank %d=%s", peer, kFields[f].format(all + kDescriptorBytes * peer)));
+    }
+    differences.push_back(absl::StrFormat("%s (%s)", kFields[f].name, absl::StrJoin(values, ", ")));
+  }
+  if (differences.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrFormat("%s on rank %d: arguments differ across ranks before any data moved: %s",
+                      CollectiveName(mine.kind), ctx.rank(), absl::StrJoin(differences, "; ")));
+}
+
+}  // namespace hmc

@@ -1,0 +1,41 @@
+#ifndef HMC_COLLECTIVES_ARG_CHECK_H_
+#define HMC_COLLECTIVES_ARG_CHECK_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "collectives/collective_context.h"
+#include "core/dtype.h"
+#include "core/reduce_op.h"
+
+namespace hmc {
+
+enum class CollectiveKind : uint8_t {
+  kAllReduce = 1,
+  kReduceScatter = 2,
+  kAllGather = 3,
+  kBroadcast = 4,
+  kBarrier = 5,
+};
+
+const char* CollectiveName(CollectiveKind kind);
+
+// What every rank must agree on before data moves.
+struct CallDescriptor {
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  uint8_t algorithm = 0;
+  int32_t root = 0;
+  uint64_t count = 0;  // Per-rank element count (the block for reduce-scatter and all-gather).
+  bool locally_invalid = false;  // This rank's own checks refused its arguments.
+};
+
+// Every rank sends its descriptor to every other (one round trip, tiny messages) and compares them
+// all, so every rank returns the same verdict: OK, or InvalidArgument listing each field that
+// differs with every rank's value. With identical descriptors this doubles as a barrier.
+absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine);
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_ARG_CHECK_H_

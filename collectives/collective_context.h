@@ -1,0 +1,91 @@
+#ifndef HMC_COLLECTIVES_COLLECTIVE_CONTEXT_H_
+#define HMC_COLLECTIVES_COLLECTIVE_CONTEXT_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "transports/transport.h"
+
+namespace hmc {
+
+// Phases of a collective; part of every message tag.
+enum class Phase : uint8_t {
+  kArgCheck = 1,
+  kReduceScatter = 2,
+  kAllGather = 3,
+  kBroadcast = 4,
+  kFold = 5,     // Halving-doubling: extra ranks hand their data to a partner...
+  kUnfold = 6,   // ...and get the result back.
+  kHalving = 7,
+  kDoubling = 8,
+};
+
+// Tag = sequence number (28 bits) | phase (4) | step (12) | segment (20). Distinct sequence
+// numbers let several collectives be in flight on the same channels.
+inline uint64_t MakeTag(uint32_t sequence, Phase phase, uint32_t step, uint32_t segment) {
+  return (uint64_t{sequence & 0xfffffffu} << 36) | (uint64_t{static_cast<uint8_t>(phase)} << 32) |
+         (uint64_t{step & 0xfffu} << 20) | (segment & 0xfffffu);
+}
+
+// What an algorithm sees of its communicator for one call: who it is, links to every peer, the
+// call's sequence number and deadline. Waits name the peer and the call in their errors.
+class CollectiveContext {
+ public:
+  CollectiveContext(int rank, int size, const std::vector<std::shared_ptr<Channel>>* channels,
+                    uint32_t sequence, std::string name, absl::Time deadline, size_t chunk_bytes)
+      : rank_(rank),
+        size_(size),
+        channels_(channels),
+        sequence_(sequence),
+        name_(std::move(name)),
+        deadline_(deadline),
+        chunk_bytes_(chunk_bytes) {}
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t chunk_bytes() const { return chunk_bytes_; }
+  absl::Time deadline() const { return deadline_; }
+
+  struct Pending {
+    RequestPtr request;
+    int peer;
+  };
+
+  Pending Send(int peer, Phase phase, uint32_t step, uint32_t segment, const void* data,
+               size_t bytes);
+  Pending Recv(int peer, Phase phase, uint32_t step, uint32_t segment, void* data, size_t bytes);
+  // Waits for one request; the error names the call, the peer and the cause.
+  absl::Status Wait(const Pending& pending);
+  absl::Status WaitAll(const std::vector<Pending>& pending);
+
+  // Memory that lives as long as the context: transports may still write into it after an
+  // algorithm returns early with an error, until Drain() has seen every request finish.
+  uint8_t* Scratch(size_t bytes);
+  // Waits until every request this context issued has completed. After a failure the
+  // communicator closes its channels first, which completes them promptly.
+  void Drain();
+
+  uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_received() const { return bytes_received_; }
+
+ private:
+  const int rank_;
+  const int size_;
+  const std::vector<std::shared_ptr<Channel>>* channels_;
+  const uint32_t sequence_;
+  const std::string name_;
+  const absl::Time deadline_;
+  const size_t chunk_bytes_;
+  uint64_t bytes_sent_ = 0;
+  uint64_t bytes_received_ = 0;
+  std::vector<RequestPtr> issued_;
+  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
+};
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_COLLECTIVE_CONTEXT_H_

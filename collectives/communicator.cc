@@ -1,0 +1,278 @@
+#include "collectives/communicator.h"
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "collectives/broadcast.h"
+#include "collectives/halving_doubling.h"
+#include "collectives/host_collectives.h"
+#include "core/log.h"
+#include "transports/tcp/tcp_transport.h"
+
+namespace hmc {
+namespace {
+
+// The epoch of a freshly completed world; later epochs come with elastic membership.
+constexpr uint32_t kInitialEpoch = 1;
+
+}  // namespace
+
+Communicator::Communicator(int rank, std::vector<std::shared_ptr<Channel>> channels,
+                           const Options& options)
+    : rank_(rank), options_(options), channels_(std::move(channels)) {
+  pool_ = std::make_unique<WorkerPool>(static_cast<int>(options.workers));
+}
+
+std::unique_ptr<Communicator> Communicator::CreateFromChannels(
+    int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options) {
+  return std::unique_ptr<Communicator>(new Communicator(rank, std::move(channels), options));
+}
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options& options) {
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  absl::StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
+  if (!client.ok()) return client.status();
+  TcpTransportConfig config;
+  config.bind = options.bind_addr.empty()
+                    ? SocketAddress((*client)->local_address()).ToString()
+                    : options.bind_addr;
+  if (options.bind_addr.empty()) {
+    // The interface that reaches the coordinator, any port.
+    SocketAddress local = (*client)->local_address();
+    local.set_port(0);
+    config.bind = local.ToString();
+  }
+  config.token = options.token;
+  config.world_id = options.world_id;
+  config.socket_buffer_bytes = options.socket_buffer_bytes;
+  config.max_unexpected_bytes = static_cast<uint64_t>(options.max_unexpected_bytes);
+  config.limits.streams = static_cast<int>(options.streams);
+  config.limits.stripe_min_bytes = static_cast<uint64_t>(options.stripe_min_bytes);
+  config.limits.max_frame_bytes = static_cast<uint64_t>(options.max_frame_bytes);
+  config.limits.epoch = kInitialEpoch;
+  absl::StatusOr<std::unique_ptr<TcpTransport>> transport = TcpTransport::Create(config);
+  if (!transport.ok()) return transport.status();
+  if (absl::Status s = (*client)->Join((*transport)->address(), deadline); !s.ok()) return s;
+  absl::StatusOr<PeerTable> table = (*client)->WaitForPeers(deadline);
+  if (!table.ok()) return table.status();
+  const int rank = (*client)->rank();
+  std::vector<PeerAddress> addresses;
+  for (const PeerEntry& p : table->peers) {
+    addresses.push_back(PeerAddress{p.rank, p.address, table->Describe(p.rank)});
+  }
+  absl::StatusOr<std::vector<std::shared_ptr<Channel>>> channels =
+      (*transport)->ConnectAll(rank, addresses, deadline);
+  if (!channels.ok()) return channels.status();
+  std::unique_ptr<Communicator> comm(new Communicator(rank, std::move(*channels), options));
+  comm->peers_ = *table;
+  Communicator* raw = comm.get();
+  (*transport)->SetFailureCallback([raw](int peer, const absl::Status& why) {
+    raw->Abort(absl::UnavailableError(
+        absl::StrFormat("%s failed: %s", raw->peers_.Describe(peer), why.message())));
+  });
+  (*client)->SetMembershipCallback([raw](const PeerTable& table) {
+    if (table.epoch == 0) return;  // Coordinator lost: the data path goes on without it.
+    for (const PeerEntry& p : table.peers) {
+      if (!p.alive && p.failure != "left") {
+        raw->Abort(absl::UnavailableError(absl::StrFormat(
+            "the coordinator declared %s failed: %s", raw->peers_.Describe(p.rank), p.failure)));
+      }
+    }
+  });
+  comm->transport_ = std::move(*transport);
+  comm->coordinator_ = std::move(*client);
+  return comm;
+}
+
+Communicator::~Communicator() {
+  pool_.reset();  // Runs what is queued; each call ends by its deadline.
+  if (transport_ != nullptr) {
+    if (health().ok()) {
+      static_cast<TcpTransport*>(transport_.get())->Shutdown(absl::Now() + absl::Seconds(5));
+    }
+    transport_->SetFailureCallback(nullptr);
+  }
+  if (coordinator_ != nullptr) {
+    coordinator_->SetMembershipCallback(nullptr);
+    coordinator_->Leave();
+  }
+  channels_.clear();
+  transport_.reset();
+  coordinator_.reset();
+}
+
+absl::Status Communicator::health() const {
+  absl::MutexLock lock(&mu_);
+  return broken_;
+}
+
+std::vector<LinkStats> Communicator::link_stats() const {
+  std::vector<LinkStats> stats(channels_.size());
+  for (size_t i = 0; i < channels_.size(); ++i) {
+    if (channels_[i] != nullptr) stats[i] = channels_[i]->stats();
+  }
+  return stats;
+}
+
+void Communicator::Abort(const absl::Status& why) {
+  {
+    absl::MutexLock lock(&mu_);
+    if (!broken_.ok()) return;
+    broken_ = why;
+  }
+  Logf("comm", "rank %d: aborting: %s", rank_, why.message());
+  for (auto& channel : channels_) {
+    if (channel != nullptr) channel->Close(why);
+  }
+}
+
+absl::Status Communicator::CheckBuffers(const Buffer& in, const Buffer& out, size_t in_count,
+                                        size_t out_count) const {
+  if (!in.device.is_host() || !out.device.is_host()) {
+    return absl::UnimplementedError("device buffers need the CUDA layer; pass host buffers");
+  }
+  if (in.dtype != out.dtype) {
+    return absl::InvalidArgumentError(absl::StrFormat("input is %s but output is %s",
+                                                      DTypeName(in.dtype), DTypeName(out.dtype)));
+  }
+  if (in.count != in_count || out.count != out_count) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("expected %d input and %d output elements, got %d and %d", in_count,
+                        out_count, in.count, out.count));
+  }
+  if ((in.count > 0 && in.data == nullptr) || (out.count > 0 && out.data == nullptr)) {
+    return absl::InvalidArgumentError("null buffer");
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Status local_check,
+                                           std::string algorithm_name, const CallOptions& call,
+                                           Algorithm algorithm) {
+  auto work = std::make_shared<Work>();
+  uint32_t sequence;
+  {
+    absl::MutexLock lock(&mu_);
+    sequence = next_sequence_++;
+  }
+  CollectiveReport report;
+  report.name = absl::StrFormat("%s #%d", CollectiveName(descriptor.kind), sequence);
+  report.algorithm = std::move(algorithm_name);
+  descriptor.locally_invalid = !local_check.ok();
+  if (!local_check.ok() && !options_.check_args) {
+    work->Complete(absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s",
+                                                                    report.name, rank_,
+                                                                    local_check.message())),
+                   report);
+    return work;
+  }
+  const absl::Duration timeout =
+      call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
+  pool_->Submit([this, work, sequence, descriptor, local_check, report, timeout,
+                 algorithm = std::move(algorithm)]() mutable {
+    if (absl::Status broken = health(); !broken.ok()) {
+      work->Complete(absl::FailedPreconditionError(absl::StrFormat(
+                         "%s on rank %d: communicator unusable: %s", report.name, rank_,
+                         broken.message())),
+                     report);
+      return;
+    }
+    CollectiveContext ctx(rank_, size(), &channels_, sequence, report.name,
+                          absl::Now() + timeout, static_cast<size_t>(options_.chunk_bytes));
+    const absl::Time start = absl::Now();
+    absl::Status checked;
+    if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier) {
+      checked = CheckArguments(ctx, descriptor);
+    }
+    // A verdict of the check (OK or a mismatch) is the same on every rank.
+    const bool verdict = checked.ok() || absl::IsInvalidArgument(checked);
+    absl::Status status = checked;
+    if (!local_check.ok() && verdict) {
+      // This rank's own reason is more precise than "buffers differ".
+      status = absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s", report.name,
+                                                                rank_, local_check.message()));
+    }
+    report.check_time = absl::Now() - start;
+    bool ran = false;
+    if (status.ok()) {
+      status = algorithm(ctx);
+      ran = true;
+    }
+    report.data_time = absl::Now() - start - report.check_time;
+    report.bytes_sent = ctx.bytes_sent();
+    report.bytes_received = ctx.bytes_received();
+    // Ranks stay in step when no data moved and the check's verdict was shared; otherwise the
+    // group cannot continue.
+    if (!status.ok() && (ran || !verdict)) Abort(status);
+    ctx.Drain();
+    work->Complete(status, report);
+  });
+  return work;
+}
+
+std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& out, ReduceOp op,
+                                              const CallOptions& call) {
+  std::string algo = call.algo.empty() ? options_.algo : call.algo;
+  if (algo == "auto") {
+    algo = in.bytes() < static_cast<size_t>(options_.small_message_bytes) ? "halving_doubling"
+                                                                          : "ring";
+  }
+  absl::Status check = CheckBuffers(in, out, in.count, in.count);
+  if (check.ok() && algo != "ring" && algo != "halving_doubling") {
+    check = absl::InvalidArgumentError(absl::StrFormat("unknown all-reduce algorithm '%s'", algo));
+  }
+  CallDescriptor d{CollectiveKind::kAllReduce, in.dtype, op,
+                   static_cast<uint8_t>(algo == "ring" ? 1 : 2), 0, in.count};
+  const bool ring = algo == "ring";
+  return Launch(d, check, algo, call, [=, this](CollectiveContext& ctx) {
+    if (in.count == 0) return absl::OkStatus();
+    if (size() == 1) {
+      if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
+      return absl::OkStatus();
+    }
+    return ring ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)
+                : HalvingDoublingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
+  });
+}
+
+std::shared_ptr<Work> Communicator::ReduceScatter(const Buffer& in, const Buffer& out,
+                                                  ReduceOp op, const CallOptions& call) {
+  absl::Status check = CheckBuffers(in, out, out.count * size(), out.count);
+  CallDescriptor d{CollectiveKind::kReduceScatter, in.dtype, op, 1, 0, out.count};
+  return Launch(d, check, "ring", call, [=](CollectiveContext& ctx) {
+    if (out.count == 0) return absl::OkStatus();
+    return RingReduceScatterBlocks(ctx, in.data, out.data, out.count, in.dtype, op);
+  });
+}
+
+std::shared_ptr<Work> Communicator::AllGather(const Buffer& in, const Buffer& out,
+                                              const CallOptions& call) {
+  absl::Status check = CheckBuffers(in, out, in.count, in.count * size());
+  CallDescriptor d{CollectiveKind::kAllGather, in.dtype, ReduceOp::kSum, 1, 0, in.count};
+  return Launch(d, check, "ring", call, [=](CollectiveContext& ctx) {
+    if (in.count == 0) return absl::OkStatus();
+    return RingAllGatherBlocks(ctx, in.data, out.data, in.count, in.dtype);
+  });
+}
+
+std::shared_ptr<Work> Communicator::Broadcast(const Buffer& in, const Buffer& out, int root,
+                                              const CallOptions& call) {
+  absl::Status check = CheckBuffers(in, out, out.count, out.count);
+  if (check.ok() && (root < 0 || root >= size())) {
+    check = absl::InvalidArgumentError(
+        absl::StrFormat("root %d is outside a group of %d ranks", root, size()));
+  }
+  CallDescriptor d{CollectiveKind::kBroadcast, out.dtype, ReduceOp::kSum, 1, root, out.count};
+  return Launch(d, check, "chain", call, [=, this](CollectiveContext& ctx) {
+    if (out.count == 0) return absl::OkStatus();
+    if (rank_ == root && in.data != out.data) std::memcpy(out.data, in.data, out.bytes());
+    return ChainBroadcast(ctx, out.byte_data(), out.bytes(), root);
+  });
+}
+
+std::shared_ptr<Work> Communicator::Barrier(const CallOptions& call) {
+  return Launch(CallDescriptor{}, absl::OkStatus(), "direct", call,
+                [](CollectiveContext&) { return absl::OkStatus(); });
+}
+
+}  // namespace hmc

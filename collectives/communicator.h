@@ -1,0 +1,97 @@
+#ifndef HMC_COLLECTIVES_COMMUNICATOR_H_
+#define HMC_COLLECTIVES_COMMUNICATOR_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "collectives/arg_check.h"
+#include "collectives/collective_context.h"
+#include "collectives/work.h"
+#include "collectives/worker_pool.h"
+#include "core/buffer.h"
+#include "core/coordinator_client.h"
+#include "core/options.h"
+#include "core/peer_table.h"
+#include "transports/transport.h"
+
+namespace hmc {
+
+// Per-call overrides of the communicator's options.
+struct CallOptions {
+  std::string algo;                                // Empty: the communicator's `algo`.
+  absl::Duration timeout = absl::ZeroDuration();   // Zero: the communicator's `timeout`.
+};
+
+// A group of ranks that run collectives together. Every rank must issue the same collectives in
+// the same order (as with MPI and NCCL); each returns at once with a Work to wait on, and several
+// may be in flight. Arguments are compared across ranks before data moves (a mismatch fails that
+// call on every rank and leaves the communicator usable). Any other failure — a peer that dies,
+// a deadline — fails the call on every rank with a message naming the peer, and the communicator
+// then refuses further calls: recovery is a new communicator (elastic membership comes later).
+class Communicator {
+ public:
+  // Joins the coordinator named in `options`, connects to every peer over TCP and returns when
+  // the group is complete (or with an error naming who is missing at connect_timeout).
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(const Options& options);
+  // A communicator over channels made elsewhere (the inproc transport in tests).
+  static std::unique_ptr<Communicator> CreateFromChannels(
+      int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int size() const { return static_cast<int>(channels_.size()); }
+  const PeerTable& peers() const { return peers_; }
+
+  // out = op over every rank's in; in may equal out.
+  std::shared_ptr<Work> AllReduce(const Buffer& in, const Buffer& out, ReduceOp op,
+                                  const CallOptions& call = {});
+  // in: size()·out.count elements; out: this rank's block, reduced.
+  std::shared_ptr<Work> ReduceScatter(const Buffer& in, const Buffer& out, ReduceOp op,
+                                      const CallOptions& call = {});
+  // in: count elements; out: size()·count, every rank's block in rank order.
+  std::shared_ptr<Work> AllGather(const Buffer& in, const Buffer& out,
+                                  const CallOptions& call = {});
+  // The root's in is copied to every rank's out (in is read on the root only; may equal out).
+  std::shared_ptr<Work> Broadcast(const Buffer& in, const Buffer& out, int root,
+                                  const CallOptions& call = {});
+  std::shared_ptr<Work> Barrier(const CallOptions& call = {});
+
+  // OK while usable; otherwise why not.
+  absl::Status health() const;
+  // Bytes that crossed each link so far, indexed by peer rank.
+  std::vector<LinkStats> link_stats() const;
+
+ private:
+  using Algorithm = std::function<absl::Status(CollectiveContext&)>;
+
+  Communicator(int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options);
+  std::shared_ptr<Work> Launch(CallDescriptor descriptor, absl::Status local_check,
+                               std::string algorithm_name, const CallOptions& call,
+                               Algorithm algorithm);
+  // Why a buffer pair cannot be used, checked before the call is launched.
+  absl::Status CheckBuffers(const Buffer& in, const Buffer& out, size_t in_count,
+                            size_t out_count) const;
+  void Abort(const absl::Status& why);
+
+  const int rank_;
+  const Options options_;
+  std::vector<std::shared_ptr<Channel>> channels_;
+  PeerTable peers_;
+  std::unique_ptr<CoordinatorClient> coordinator_;
+  std::unique_ptr<Transport> transport_;
+  std::unique_ptr<WorkerPool> pool_;
+
+  mutable absl::Mutex mu_;
+  uint32_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_COMMUNICATOR_H_

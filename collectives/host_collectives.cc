@@ -1,0 +1,87 @@
+#include "collectives/host_collectives.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "collectives/host_reduce.h"
+#include "collectives/partition.h"
+#include "collectives/ring.h"
+
+namespace hmc {
+namespace {
+
+size_t SegmentElems(const CollectiveContext& ctx, DType acc_type) {
+  return std::max<size_t>(1, ctx.chunk_bytes() / DTypeSize(acc_type));
+}
+
+}  // namespace
+
+absl::Status RingAllReduce(CollectiveContext& ctx, const void* in, void* out_ptr, size_t count,
+                           DType dtype, ReduceOp op) {
+  const int n = ctx.size();
+  const DType acc_type = AccumulatorType(dtype);
+  const size_t es = DTypeSize(acc_type);
+  const size_t out_es = DTypeSize(dtype);
+  auto* out = static_cast<uint8_t*>(out_ptr);
+  // Partial sums go to `out` itself unless the type needs a wider accumulator.
+  const uint8_t* src = static_cast<const uint8_t*>(in);
+  uint8_t* acc = out;
+  if (acc_type != dtype) {
+    acc = ctx.Scratch(count * es);
+    ToAccumulator(acc, in, count, dtype);
+    src = acc;
+  }
+  std::vector<Range> blocks;
+  for (int b = 0; b < n; ++b) blocks.push_back(BlockOf(count, n, b));
+  const size_t segment = SegmentElems(ctx, acc_type);
+  RingAllGather gather(ctx, out, out_es, blocks, segment);
+  gather.PostReceives();
+  absl::Status reduced =
+      RingReduceScatter(ctx, src, acc, acc_type, op, blocks, segment, [&](Range seg) {
+        FinalizeReduction(out + seg.begin * out_es, acc + seg.begin * es, seg.count, dtype, op, n);
+        gather.SendOwnSegment();
+      });
+  if (!reduced.ok()) return reduced;
+  return gather.Finish();
+}
+
+absl::Status RingReduceScatterBlocks(CollectiveContext& ctx, const void* in, void* out,
+                                     size_t count, DType dtype, ReduceOp op) {
+  const int n = ctx.size();
+  const DType acc_type = AccumulatorType(dtype);
+  const size_t es = DTypeSize(acc_type);
+  const size_t total = count * n;
+  uint8_t* acc = ctx.Scratch(total * es);
+  const uint8_t* src = static_cast<const uint8_t*>(in);
+  if (acc_type != dtype) {
+    ToAccumulator(acc, in, total, dtype);
+    src = acc;
+  }
+  std::vector<Range> blocks;
+  for (int b = 0; b < n; ++b) blocks.push_back(Range{b * count, count});
+  const size_t own_begin = blocks[ctx.rank()].begin;
+  auto* dst = static_cast<uint8_t*>(out);
+  return RingReduceScatter(ctx, src, acc, acc_type, op, blocks, SegmentElems(ctx, acc_type),
+                           [&](Range seg) {
+                             FinalizeReduction(dst + (seg.begin - own_begin) * DTypeSize(dtype),
+                                               acc + seg.begin * es, seg.count, dtype, op, n);
+                           });
+}
+
+absl::Status RingAllGatherBlocks(CollectiveContext& ctx, const void* in, void* out_ptr,
+                                 size_t count, DType dtype) {
+  const int n = ctx.size();
+  const size_t es = DTypeSize(dtype);
+  auto* out = static_cast<uint8_t*>(out_ptr);
+  uint8_t* own = out + ctx.rank() * count * es;
+  if (own != in && count > 0) std::memmove(own, in, count * es);
+  std::vector<Range> blocks;
+  for (int b = 0; b < n; ++b) blocks.push_back(Range{b * count, count});
+  RingAllGather gather(ctx, out, es, blocks, std::max<size_t>(1, ctx.chunk_bytes() / es));
+  gather.PostReceives();
+  for (size_t k = 0; k < gather.own_segments(); ++k) gather.SendOwnSegment();
+  return gather.Finish();
+}
+
+}  // namespace hmc

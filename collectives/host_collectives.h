@@ -1,0 +1,33 @@
+#ifndef HMC_COLLECTIVES_HOST_COLLECTIVES_H_
+#define HMC_COLLECTIVES_HOST_COLLECTIVES_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "collectives/collective_context.h"
+#include "core/dtype.h"
+#include "core/reduce_op.h"
+
+namespace hmc {
+
+// Host-memory collectives built from the ring pieces. 16-bit floats are converted to f32 once,
+// reduced in f32 and rounded once by the owner of each block; every other rank receives the
+// owner's bytes, so all ranks end bit-identical.
+
+// out = reduce(in) over all ranks; `in` may equal `out`.
+absl::Status RingAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
+                           DType dtype, ReduceOp op);
+
+// `in` holds size·count elements; rank r's `out` (count elements) gets block r reduced.
+absl::Status RingReduceScatterBlocks(CollectiveContext& ctx, const void* in, void* out,
+                                     size_t count, DType dtype, ReduceOp op);
+
+// `in` holds count elements; `out` (size·count) gets every rank's block in rank order. `in` may
+// point at this rank's block of `out`.
+absl::Status RingAllGatherBlocks(CollectiveContext& ctx, const void* in, void* out, size_t count,
+                                 DType dtype);
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_HOST_COLLECTIVES_H_

@@ -1,0 +1,45 @@
+#ifndef HMC_COLLECTIVES_WORK_H_
+#define HMC_COLLECTIVES_WORK_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace hmc {
+
+// What a finished collective reports.
+struct CollectiveReport {
+  std::string name;        // "allreduce #12".
+  std::string algorithm;   // "ring", "halving_doubling", "chain", "direct".
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  absl::Duration check_time;  // Argument check (one round trip).
+  absl::Duration data_time;   // Moving and reducing data.
+};
+
+// An asynchronous collective. The communicator completes it once; any thread may wait.
+class Work {
+ public:
+  // Waits until the collective ends or the deadline passes (then DeadlineExceeded, and the
+  // collective keeps running until its own deadline).
+  absl::Status Wait(absl::Time deadline = absl::InfiniteFuture());
+  bool done() const;
+  // Valid once done.
+  CollectiveReport report() const;
+
+  void Complete(absl::Status status, CollectiveReport report);
+
+ private:
+  mutable absl::Mutex mu_;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  CollectiveReport report_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_WORK_H_
