@@ -1,0 +1,299 @@
+// hmc-perf: collective bandwidth in the format of nccl-tests.
+//
+//   build/bin/hmc-perf -n 4 -b 1K -e 256M -f 2 -c allreduce
+//
+// With -n it hosts a coordinator and starts N copies of itself on this machine; started with
+// HMC_COORDINATOR set (by hmcrun or by -n) it is one rank. Rank 0 prints, per size: time (median
+// of the iterations, each started after a barrier), algbw = size/time, busbw = algbw·factor
+// (allreduce 2(n-1)/n, reduce_scatter and allgather (n-1)/n, broadcast 1) and #wrong, the number
+// of elements that differ from a serially computed reference after a final checked run.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "collectives/check_pattern.h"
+#include "collectives/communicator.h"
+#include "launcher/local_group.h"
+
+namespace hmc {
+namespace {
+
+struct PerfArgs {
+  int np = 0;
+  uint64_t min_bytes = 1 << 10;
+  uint64_t max_bytes = 64 << 20;
+  double factor = 2;
+  std::vector<std::string> collectives = {"allreduce"};
+  DType dtype = DType::kF32;
+  ReduceOp op = ReduceOp::kSum;
+  int iterations = 20;
+  int warmup = 3;
+  bool check = true;
+  int root = 0;
+  std::vector<std::string> forwarded;  // Re-passed to the ranks in -n mode.
+};
+
+bool ParseSize(const std::string& text, uint64_t* out) {
+  uint64_t multiplier = 1;
+  std::string digits = text;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'K': case 'k': multiplier = 1ull << 10; break;
+      case 'M': case 'm': multiplier = 1ull << 20; break;
+      case 'G': case 'g': multiplier = 1ull << 30; break;
+      default: break;
+    }
+    if (multiplier != 1) digits.pop_back();
+  }
+  uint64_t value;
+  if (!absl::SimpleAtoi(digits, &value)) return false;
+  *out = value * multiplier;
+  return true;
+}
+
+void Usage() {
+  std::fprintf(stderr,
+               "usage: hmc-perf [-n RANKS] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR]\n"
+               "                [-c allreduce,reduce_scatter,allgather,broadcast|all]\n"
+               "                [-d float|half|bfloat16|double|int32|int64|uint8]\n"
+               "                [-o sum|avg|min|max|prod] [-r ROOT] [-i ITERS] [-w WARMUP]\n"
+               "                [-k 0|1 (check)] [--help-options] [--OPTION=VALUE ...]\n");
+}
+
+double BusFactor(const std::string& collective, int n) {
+  if (collective == "allreduce") return 2.0 * (n - 1) / n;
+  if (collective == "broadcast") return 1.0;
+  return static_cast<double>(n - 1) / n;
+}
+
+// Runs one collective on buffers sized for `bytes` (the larger of input and output).
+std::shared_ptr<Work> Issue(Communicator& comm, const std::string& collective, const PerfArgs& a,
+                            std::vector<uint8_t>& in, std::vector<uint8_t>& out, size_t count) {
+  const int n = comm.size();
+  Buffer whole_in{in.data(), count, a.dtype};
+  Buffer whole_out{out.data(), count, a.dtype};
+  if (collective == "allreduce") return comm.AllReduce(whole_in, whole_out, a.op);
+  if (collective == "broadcast") return comm.Broadcast(whole_in, whole_out, a.root);
+  if (collective == "reduce_scatter") {
+    return comm.ReduceScatter(whole_in, Buffer{out.data(), count / n, a.dtype}, a.op);
+  }
+  return comm.AllGather(Buffer{in.data(), count / n, a.dtype}, whole_out);
+}
+
+void FillInput(const std::string& collective, const PerfArgs& a, int rank, int n,
+               std::vector<uint8_t>& in, size_t count) {
+  if (collective == "allgather") {
+    FillPattern(in.data(), count / n, a.dtype, rank, a.op);
+  } else {
+    FillPattern(in.data(), count, a.dtype, rank, a.op);
+  }
+}
+
+size_t Check(const std::string& collective, const PerfArgs& a, int rank, int n,
+             const std::vector<uint8_t>& out, size_t count) {
+  if (collective == "allreduce") {
+    return CountMismatches(out.data(), count, a.dtype,
+                           [&](size_t i) { return ReferenceReduction(n, i, a.dtype, a.op); });
+  }
+  if (collective == "broadcast") {
+    return CountMismatches(out.data(), count, a.dtype,
+                           [&](size_t i) { return PatternValue(a.root, i, a.dtype, a.op); });
+  }
+  const size_t block = count / n;
+  if (collective == "reduce_scatter") {
+    return CountMismatches(out.data(), block, a.dtype, [&](size_t i) {
+      return ReferenceReduction(n, rank * block + i, a.dtype, a.op);
+    });
+  }
+  return CountMismatches(out.data(), block * n, a.dtype, [&](size_t i) {
+    return PatternValue(static_cast<int>(i / block), i % block, a.dtype, a.op);
+  });
+}
+
+int RunRank(const Options& options, const PerfArgs& a) {
+  absl::StatusOr<std::unique_ptr<Communicator>> created = Communicator::Create(options);
+  if (!created.ok()) {
+    std::fprintf(stderr, "hmc-perf: %s\n", created.status().ToString().c_str());
+    return 1;
+  }
+  Communicator& comm = **created;
+  const int n = comm.size();
+  const int rank = comm.rank();
+  const size_t es = DTypeSize(a.dtype);
+  std::vector<uint8_t> in(a.max_bytes + es), out(a.max_bytes + es);
+  int64_t total_wrong = 0;
+  for (const std::string& collective : a.collectives) {
+    if (rank == 0) {
+      std::printf("# hmc-perf %s: %d ranks, dtype %s, op %s, algo %s, streams %lld\n",
+                  collective.c_str(), n, std::string(DTypeName(a.dtype)).c_str(),
+                  std::string(ReduceOpName(a.op)).c_str(), options.algo.c_str(),
+                  static_cast<long long>(options.streams));
+      std::printf("#%12s %12s %8s %6s %12s %10s %10s %8s\n", "size", "count", "type", "redop",
+                  "time(us)", "algbw", "busbw", "#wrong");
+      std::printf("#%12s %12s %8s %6s %12s %10s %10s %8s\n", "(B)", "(elements)", "", "", "",
+                  "(GB/s)", "(GB/s)", "");
+    }
+    for (uint64_t bytes = a.min_bytes; bytes <= a.max_bytes;
+         bytes = std::max<uint64_t>(bytes + 1, static_cast<uint64_t>(bytes * a.factor))) {
+      // Element count rounded down to a multiple of the group size, as nccl-tests does.
+      size_t count = bytes / es;
+      if (collective != "allreduce" && collective != "broadcast") count -= count % n;
+      if (count == 0) continue;
+      FillInput(collective, a, rank, n, in, count);
+      std::vector<double> times;
+      for (int it = 0; it < a.warmup + a.iterations; ++it) {
+        if (absl::Status s = comm.Barrier()->Wait(); !s.ok()) {
+          std::fprintf(stderr, "hmc-perf: %s\n", s.ToString().c_str());
+          return 1;
+        }
+        const absl::Time start = absl::Now();
+        absl::Status s = Issue(comm, collective, a, in, out, count)->Wait();
+        const double us = absl::ToDoubleMicroseconds(absl::Now() - start);
+        if (!s.ok()) {
+          std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
+          return 1;
+        }
+        if (it >= a.warmup) times.push_back(us);
+      }
+      std::sort(times.begin(), times.end());
+      const double median_us = times[times.size() / 2];
+      int64_t wrong = 0;
+      if (a.check) {
+        FillInput(collective, a, rank, n, in, count);
+        std::memset(out.data(), 0, count * es);
+        if (absl::Status s = Issue(comm, collective, a, in, out, count)->Wait(); !s.ok()) {
+          std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
+          return 1;
+        }
+        wrong = static_cast<int64_t>(Check(collective, a, rank, n, out, count));
+        if (absl::Status s = comm.AllReduce(Buffer{&wrong, 1, DType::kI64},
+                                            Buffer{&wrong, 1, DType::kI64}, ReduceOp::kSum)
+                                 ->Wait();
+            !s.ok()) {
+          std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
+          return 1;
+        }
+      }
+      total_wrong += wrong;
+      const size_t size_bytes = count * es;
+      const double algbw = size_bytes / median_us / 1e3;
+      if (rank == 0) {
+        std::printf(" %12zu %12zu %8s %6s %12.1f %10.3f %10.3f %8lld\n", size_bytes, count,
+                    std::string(DTypeName(a.dtype)).c_str(),
+                    collective == "allgather" || collective == "broadcast"
+                        ? "none"
+                        : std::string(ReduceOpName(a.op)).c_str(),
+                    median_us, algbw, algbw * BusFactor(collective, n),
+                    a.check ? static_cast<long long>(wrong) : -1LL);
+        std::fflush(stdout);
+      }
+    }
+  }
+  if (rank == 0) std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong), total_wrong == 0 ? "OK" : "FAILED");
+  return total_wrong == 0 ? 0 : 3;
+}
+
+}  // namespace
+}  // namespace hmc
+
+int main(int argc, char** argv) {
+  using hmc::PerfArgs;
+  absl::StatusOr<hmc::Options> options = hmc::Options::FromEnvironment();
+  if (!options.ok()) {
+    std::fprintf(stderr, "hmc-perf: %s\n", options.status().ToString().c_str());
+    return 2;
+  }
+  absl::StatusOr<std::vector<std::string>> rest =
+      options->ApplyFlags(std::vector<std::string>(argv + 1, argv + argc));
+  if (!rest.ok()) {
+    std::fprintf(stderr, "hmc-perf: %s\n", rest.status().ToString().c_str());
+    return 2;
+  }
+  PerfArgs a;
+  const std::vector<std::string>& args = *rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (flag == "--help-options") {
+      std::printf("%s", hmc::Options::DescribeAll().c_str());
+      return 0;
+    }
+    if (flag == "-h" || flag == "--help") {
+      hmc::Usage();
+      return 0;
+    }
+    if (i + 1 >= args.size()) {
+      hmc::Usage();
+      return 2;
+    }
+    const std::string& value = args[++i];
+    bool ok = true;
+    if (flag == "-n") {
+      ok = absl::SimpleAtoi(value, &a.np) && a.np > 0;
+      continue;  // Not forwarded.
+    } else if (flag == "-b") {
+      ok = hmc::ParseSize(value, &a.min_bytes);
+    } else if (flag == "-e") {
+      ok = hmc::ParseSize(value, &a.max_bytes);
+    } else if (flag == "-f") {
+      ok = absl::SimpleAtod(value, &a.factor) && a.factor > 1;
+    } else if (flag == "-c") {
+      a.collectives = value == "all" ? std::vector<std::string>{"allreduce", "reduce_scatter",
+                                                                 "allgather", "broadcast"}
+                                     : absl::StrSplit(value, ',');
+      for (const std::string& c : a.collectives) {
+        ok &= c == "allreduce" || c == "reduce_scatter" || c == "allgather" || c == "broadcast";
+      }
+    } else if (flag == "-d") {
+      auto d = hmc::ParseDType(value);
+      ok = d.ok();
+      if (ok) a.dtype = *d;
+    } else if (flag == "-o") {
+      auto o = hmc::ParseReduceOp(value);
+      ok = o.ok();
+      if (ok) a.op = *o;
+    } else if (flag == "-r") {
+      ok = absl::SimpleAtoi(value, &a.root);
+    } else if (flag == "-i") {
+      ok = absl::SimpleAtoi(value, &a.iterations) && a.iterations > 0;
+    } else if (flag == "-w") {
+      ok = absl::SimpleAtoi(value, &a.warmup) && a.warmup >= 0;
+    } else if (flag == "-k") {
+      int check;
+      ok = absl::SimpleAtoi(value, &check);
+      a.check = check != 0;
+    } else {
+      ok = false;
+    }
+    if (!ok) {
+      std::fprintf(stderr, "hmc-perf: bad argument %s %s\n", flag.c_str(), value.c_str());
+      hmc::Usage();
+      return 2;
+    }
+    a.forwarded.push_back(flag);
+    a.forwarded.push_back(value);
+  }
+  if (a.np > 0 && options->coordinator.empty()) {
+    hmc::LocalGroupSpec spec;
+    char self[4096] = {};
+    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    spec.argv = {len > 0 ? std::string(self, len) : std::string(argv[0])};
+    spec.argv.insert(spec.argv.end(), a.forwarded.begin(), a.forwarded.end());
+    spec.ranks = a.np;
+    spec.options = *options;
+    spec.timeout = absl::Hours(2);
+    absl::StatusOr<int> code = hmc::RunLocalGroup(spec);
+    if (!code.ok()) {
+      std::fprintf(stderr, "hmc-perf: %s\n", code.status().ToString().c_str());
+      return 1;
+    }
+    return *code;
+  }
+  return hmc::RunRank(*options, a);
+}
