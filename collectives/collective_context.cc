@@ -32,9 +32,14 @@ absl::Status CollectiveContext::Wait(const Pending& pending) {
   return absl::Status(s.code(), absl::StrFormat("%s on rank %d: %s", name_, rank_, s.message()));
 }
 
+CollectiveContext::~CollectiveContext() {
+  Drain();
+  for (ScratchPool::Block& block : scratch_) pool_->Release(std::move(block));
+}
+
 uint8_t* CollectiveContext::Scratch(size_t bytes) {
-  scratch_.push_back(std::make_unique_for_overwrite<uint8_t[]>(std::max<size_t>(bytes, 1)));
-  return scratch_.back().get();
+  scratch_.push_back(pool_->Acquire(bytes));
+  return scratch_.back().memory.get();
 }
 
 void CollectiveContext::Drain() {

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "collectives/scratch_pool.h"
 #include "transports/transport.h"
 
 namespace hmc {
@@ -36,14 +37,19 @@ inline uint64_t MakeTag(uint32_t sequence, Phase phase, uint32_t step, uint32_t 
 class CollectiveContext {
  public:
   CollectiveContext(int rank, int size, const std::vector<std::shared_ptr<Channel>>* channels,
-                    uint32_t sequence, std::string name, absl::Time deadline, size_t chunk_bytes)
-      : rank_(rank),
+                    uint32_t sequence, std::string name, absl::Time deadline, size_t chunk_bytes,
+                    ScratchPool* pool)
+      : pool_(pool),
+        rank_(rank),
         size_(size),
         channels_(channels),
         sequence_(sequence),
         name_(std::move(name)),
         deadline_(deadline),
         chunk_bytes_(chunk_bytes) {}
+  ~CollectiveContext();
+  CollectiveContext(const CollectiveContext&) = delete;
+  CollectiveContext& operator=(const CollectiveContext&) = delete;
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -73,6 +79,7 @@ class CollectiveContext {
   uint64_t bytes_received() const { return bytes_received_; }
 
  private:
+  ScratchPool* const pool_;
   const int rank_;
   const int size_;
   const std::vector<std::shared_ptr<Channel>>* channels_;
@@ -83,7 +90,7 @@ class CollectiveContext {
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
   std::vector<RequestPtr> issued_;
-  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
+  std::vector<ScratchPool::Block> scratch_;
 };
 
 }  // namespace hmc

@@ -178,7 +178,8 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
       return;
     }
     CollectiveContext ctx(rank_, size(), &channels_, sequence, report.name,
-                          absl::Now() + timeout, static_cast<size_t>(options_.chunk_bytes));
+                          absl::Now() + timeout, static_cast<size_t>(options_.chunk_bytes),
+                          &scratch_);
     const absl::Time start = absl::Now();
     absl::Status checked;
     if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier) {

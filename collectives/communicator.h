@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "collectives/arg_check.h"
 #include "collectives/collective_context.h"
+#include "collectives/scratch_pool.h"
 #include "collectives/work.h"
 #include "collectives/worker_pool.h"
 #include "core/buffer.h"
@@ -85,6 +86,7 @@ class Communicator {
   PeerTable peers_;
   std::unique_ptr<CoordinatorClient> coordinator_;
   std::unique_ptr<Transport> transport_;
+  ScratchPool scratch_;
   std::unique_ptr<WorkerPool> pool_;
 
   mutable absl::Mutex mu_;

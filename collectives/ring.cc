@@ -23,35 +23,33 @@ absl::Status RingReduceScatter(CollectiveContext& ctx, const uint8_t* src, uint8
   auto received_at = [&](int s) { return Mod(r - s - 2, n); };
   size_t largest = 0;
   for (const Range& b : blocks) largest = std::max(largest, b.count);
-  uint8_t* staging[2] = {ctx.Scratch(largest * es), ctx.Scratch(largest * es)};
-  std::vector<CollectiveContext::Pending> receives[2];
-  std::vector<CollectiveContext::Pending> sends;
-
-  auto post_receives = [&](int s) {
+  // Every step's receives are posted up front, each into its own staging block, so data never
+  // waits in the transport's unexpected-message memory (which costs a copy and page faults).
+  std::vector<uint8_t*> staging(n - 1);
+  std::vector<std::vector<CollectiveContext::Pending>> receives(n - 1);
+  for (int s = 0; s <= n - 2; ++s) {
+    staging[s] = ctx.Scratch(largest * es);
     const Range block = blocks[received_at(s)];
-    receives[s % 2].clear();
     uint32_t k = 0;
     for (const Range& seg : Segments(block, segment_elems)) {
-      receives[s % 2].push_back(ctx.Recv(prev, Phase::kReduceScatter, s, k++,
-                                         staging[s % 2] + (seg.begin - block.begin) * es,
-                                         seg.count * es));
+      receives[s].push_back(ctx.Recv(prev, Phase::kReduceScatter, s, k++,
+                                     staging[s] + (seg.begin - block.begin) * es, seg.count * es));
     }
-  };
-  post_receives(0);
+  }
+  std::vector<CollectiveContext::Pending> sends;
   uint32_t k = 0;
   for (const Range& seg : Segments(blocks[sent_at(0)], segment_elems)) {
     sends.push_back(
         ctx.Send(next, Phase::kReduceScatter, 0, k++, src + seg.begin * es, seg.count * es));
   }
   for (int s = 0; s <= n - 2; ++s) {
-    if (s + 1 <= n - 2) post_receives(s + 1);
     const Range block = blocks[received_at(s)];
     const std::vector<Range> segments = Segments(block, segment_elems);
     for (size_t i = 0; i < segments.size(); ++i) {
       const Range& seg = segments[i];
-      if (absl::Status st = ctx.Wait(receives[s % 2][i]); !st.ok()) return st;
+      if (absl::Status st = ctx.Wait(receives[s][i]); !st.ok()) return st;
       ReduceHost(acc + seg.begin * es, src + seg.begin * es,
-                 staging[s % 2] + (seg.begin - block.begin) * es, seg.count, acc_type, op);
+                 staging[s] + (seg.begin - block.begin) * es, seg.count, acc_type, op);
       if (s + 1 <= n - 2) {
         sends.push_back(ctx.Send(next, Phase::kReduceScatter, s + 1, static_cast<uint32_t>(i),
                                  acc + seg.begin * es, seg.count * es));

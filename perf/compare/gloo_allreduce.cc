@@ -1,0 +1,175 @@
+// hmc-gloo-allreduce: Gloo's all-reduce algorithms measured the way hmc-perf measures hmc, for
+// side-by-side runs (Debian's libgloo-dev).
+//
+//   build/bin/hmc-gloo-allreduce -n 4 -a ring_chunked -b 64M -e 64M
+//
+// -n starts N copies of itself that rendezvous through a FileStore in a fresh temporary folder.
+// Each algorithm gets a fresh context (reusing one across algorithms stalls), every iteration
+// starts after a barrier, time is the median, and #wrong compares with a serial reference.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "collectives/check_pattern.h"
+#include "gloo/allreduce_bcube.h"
+#include "gloo/allreduce_halving_doubling.h"
+#include "gloo/allreduce_ring.h"
+#include "gloo/allreduce_ring_chunked.h"
+#include "gloo/barrier_all_to_all.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/file_store.h"
+#include "gloo/rendezvous/prefix_store.h"
+#include "gloo/transport/tcp/device.h"
+#include "launcher/process.h"
+
+namespace {
+
+std::unique_ptr<gloo::Algorithm> MakeAlgorithm(const std::string& name,
+                                               const std::shared_ptr<gloo::Context>& context,
+                                               float* data, int count) {
+  std::vector<float*> ptrs = {data};
+  if (name == "ring") return std::make_unique<gloo::AllreduceRing<float>>(context, ptrs, count);
+  if (name == "ring_chunked") {
+    return std::make_unique<gloo::AllreduceRingChunked<float>>(context, ptrs, count);
+  }
+  if (name == "halving_doubling") {
+    return std::make_unique<gloo::AllreduceHalvingDoubling<float>>(context, ptrs, count);
+  }
+  if (name == "bcube") return std::make_unique<gloo::AllreduceBcube<float>>(context, ptrs, count);
+  return nullptr;
+}
+
+int RunRank(int rank, int size, const std::string& store_path, const std::string& host,
+            const std::vector<std::string>& algorithms, uint64_t min_bytes, uint64_t max_bytes,
+            int iterations) {
+  gloo::transport::tcp::attr attr(host.c_str());
+  auto device = gloo::transport::tcp::CreateDevice(attr);
+  gloo::rendezvous::FileStore store(store_path);
+  std::vector<float> data(max_bytes / sizeof(float));
+  int wrong_total = 0;
+  for (const std::string& name : algorithms) {
+    gloo::rendezvous::PrefixStore prefixed(name, store);
+    auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    context->setTimeout(std::chrono::seconds(120));
+    context->connectFullMesh(prefixed, device);
+    gloo::BarrierAllToAll barrier(context);
+    if (rank == 0) {
+      std::printf("# gloo %s: %d ranks, dtype float, op sum\n", name.c_str(), size);
+      std::printf("#%12s %12s %8s %6s %12s %10s %10s %8s\n", "size", "count", "type", "redop",
+                  "time(us)", "algbw", "busbw", "#wrong");
+    }
+    for (uint64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
+      const int count = static_cast<int>(bytes / sizeof(float));
+      auto algorithm = MakeAlgorithm(name, context, data.data(), count);
+      if (algorithm == nullptr) {
+        std::fprintf(stderr, "unknown gloo algorithm %s\n", name.c_str());
+        return 2;
+      }
+      std::vector<double> times;
+      for (int it = 0; it < iterations + 3; ++it) {
+        barrier.run();
+        const absl::Time start = absl::Now();
+        algorithm->run();
+        if (it >= 3) times.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+      }
+      std::sort(times.begin(), times.end());
+      hmc::FillPattern(data.data(), count, hmc::DType::kF32, rank, hmc::ReduceOp::kSum);
+      barrier.run();
+      algorithm->run();
+      const size_t wrong = hmc::CountMismatches(data.data(), count, hmc::DType::kF32, [&](size_t i) {
+        return hmc::ReferenceReduction(size, i, hmc::DType::kF32, hmc::ReduceOp::kSum);
+      });
+      wrong_total += static_cast<int>(wrong);
+      const double us = times[times.size() / 2];
+      const double algbw = bytes / us / 1e3;
+      if (rank == 0) {
+        std::printf(" %12llu %12d %8s %6s %12.1f %10.3f %10.3f %8zu\n",
+                    static_cast<unsigned long long>(bytes), count, "float", "sum", us, algbw,
+                    algbw * 2.0 * (size - 1) / size, wrong);
+        std::fflush(stdout);
+      }
+    }
+    // A rank that leaves first would close sockets its peers still read.
+    barrier.run();
+  }
+  return wrong_total == 0 ? 0 : 3;
+}
+
+bool ParseSize(std::string text, uint64_t* out) {
+  uint64_t multiplier = 1;
+  if (!text.empty() && (text.back() == 'K' || text.back() == 'M' || text.back() == 'G')) {
+    multiplier = text.back() == 'K' ? 1ull << 10 : text.back() == 'M' ? 1ull << 20 : 1ull << 30;
+    text.pop_back();
+  }
+  uint64_t value;
+  if (!absl::SimpleAtoi(text, &value)) return false;
+  *out = value * multiplier;
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int np = 0;
+  uint64_t min_bytes = 1 << 20, max_bytes = 64 << 20;
+  int iterations = 10;
+  std::string algorithms = "ring_chunked";
+  std::string host = "127.0.0.1";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    bool ok = true;
+    if (flag == "-n") ok = absl::SimpleAtoi(value, &np);
+    else if (flag == "-b") ok = ParseSize(value, &min_bytes);
+    else if (flag == "-e") ok = ParseSize(value, &max_bytes);
+    else if (flag == "-i") ok = absl::SimpleAtoi(value, &iterations);
+    else if (flag == "-a") algorithms = value;
+    else if (flag == "--host") host = value;
+    else ok = false;
+    if (!ok) {
+      std::fprintf(stderr,
+                   "usage: hmc-gloo-allreduce -n RANKS [-a ring,ring_chunked,halving_doubling,"
+                   "bcube] [-b MIN] [-e MAX] [-i ITERS] [--host ADDRESS]\n");
+      return 2;
+    }
+  }
+  const std::vector<std::string> names = absl::StrSplit(algorithms, ',');
+  if (const char* rank_env = std::getenv("HMC_GLOO_RANK")) {
+    return RunRank(std::atoi(rank_env), std::atoi(std::getenv("HMC_GLOO_SIZE")),
+                   std::getenv("HMC_GLOO_STORE"), host, names, min_bytes, max_bytes, iterations);
+  }
+  if (np < 1) {
+    std::fprintf(stderr, "hmc-gloo-allreduce: -n RANKS is required\n");
+    return 2;
+  }
+  char pattern[] = "/tmp/hmc-gloo-XXXXXX";
+  if (mkdtemp(pattern) == nullptr) return 1;
+  const std::string store = pattern;
+  char self[4096] = {};
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::vector<std::string> child_argv(argv, argv + argc);
+  child_argv[0] = len > 0 ? std::string(self, len) : std::string(argv[0]);
+  std::vector<hmc::Process> ranks;
+  for (int r = 0; r < np; ++r) {
+    auto p = hmc::Process::Spawn(child_argv, {"HMC_GLOO_RANK=" + std::to_string(r),
+                                              "HMC_GLOO_SIZE=" + std::to_string(np),
+                                              "HMC_GLOO_STORE=" + store});
+    if (!p.ok()) return 1;
+    ranks.push_back(std::move(*p));
+  }
+  int status = 0;
+  for (auto& p : ranks) {
+    auto code = p.Wait(absl::Now() + absl::Hours(1));
+    if (!code.ok() || *code != 0) status = 1;
+  }
+  std::filesystem::remove_all(store);
+  return status;
+}
