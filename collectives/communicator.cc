@@ -66,10 +66,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   std::unique_ptr<Communicator> comm(new Communicator(rank, std::move(*channels), options));
   comm->peers_ = *table;
   Communicator* raw = comm.get();
-  (*transport)->SetFailureCallback([raw](int peer, const absl::Status& why) {
-    raw->Abort(absl::UnavailableError(
-        absl::StrFormat("%s failed: %s", raw->peers_.Describe(peer), why.message())));
-  });
+  // Channel errors already begin with the peer's description.
+  (*transport)->SetFailureCallback([raw](int, const absl::Status& why) { raw->Abort(why); });
   (*client)->SetMembershipCallback([raw](const PeerTable& table) {
     if (table.epoch == 0) return;  // Coordinator lost: the data path goes on without it.
     for (const PeerEntry& p : table.peers) {

@@ -16,8 +16,10 @@ class Process {
  public:
   // Starts argv[0] (searched in PATH when it has no slash) with the current environment plus
   // `env` ("NAME=value" entries override inherited ones).
+  // `output_path`, when given, receives the child's stdout and stderr (created or truncated).
   static absl::StatusOr<Process> Spawn(const std::vector<std::string>& argv,
-                                       const std::vector<std::string>& env);
+                                       const std::vector<std::string>& env,
+                                       const std::string& output_path = "");
   Process(Process&& other) noexcept : pid_(other.pid_), exit_status_(other.exit_status_) {
     other.pid_ = -1;
   }

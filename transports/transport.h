@@ -37,7 +37,8 @@ class Channel {
   virtual const std::string& peer_description() const = 0;
   virtual RequestPtr Send(uint64_t tag, const void* data, size_t bytes) = 0;
   virtual RequestPtr Recv(uint64_t tag, void* data, size_t bytes) = 0;
-  // Fails every pending and later request on this channel with `why`.
+  // Fails every pending and later request on this channel with `why`, and tells the peer `why`
+  // where the transport can, so that it reports the original cause.
   virtual void Close(const absl::Status& why) = 0;
   // OK while the channel works; the reason it failed afterwards.
   virtual absl::Status status() const = 0;

@@ -8,10 +8,15 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "core/frame_io.h"
 #include "transports/tcp/stripe.h"
 #include "transports/tcp/tcp_loop.h"
 
 namespace hmc {
+
+namespace {
+constexpr size_t kMaxLeaveReasonBytes = 4096;
+}  // namespace
 
 struct TcpChannel::SendOp {
   RequestPtr request;
@@ -54,6 +59,7 @@ struct TcpChannel::Stream {
   bool paused = false;        // A header waits for memory or a posted receive.
   bool said_goodbye = false;  // This side sent its goodbye and shut down writing.
   bool got_goodbye = false;   // The peer said goodbye.
+  std::vector<uint8_t> notice;  // The reason of a close notice being read.
   bool eof = false;
 };
 
@@ -91,7 +97,26 @@ RequestPtr TcpChannel::Recv(uint64_t tag, void* data, size_t bytes) {
 }
 
 void TcpChannel::Close(const absl::Status& why) {
-  loop_->Post([self = shared_from_this(), why] { self->Fail(why, /*notify=*/false); });
+  loop_->Post([self = shared_from_this(), why] { self->CloseWithNotice(why); });
+}
+
+void TcpChannel::CloseWithNotice(const absl::Status& why) {
+  if (failed_) return;
+  // Tell the peer why before closing, on every stream that is not in the middle of a frame, so
+  // that it reports the original cause rather than "connection closed". Best effort: the frame
+  // is small, and a stream whose buffer is full gets a short deadline.
+  const std::string reason(why.message());
+  const std::vector<uint8_t> notice = EncodeControlFrame(
+      FrameType::kLeave,
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(reason.data()),
+                               std::min<size_t>(reason.size(), kMaxLeaveReasonBytes)),
+      limits_.epoch);
+  for (auto& stream : streams_) {
+    Stream& s = *stream;
+    if (!s.fd.valid() || (!s.queue.empty() && s.queue.front().written > 0)) continue;
+    WriteFully(s.fd.get(), notice, absl::Now() + absl::Milliseconds(200)).IgnoreError();
+  }
+  Fail(why, /*notify=*/false);
 }
 
 absl::Status TcpChannel::status() const {
@@ -247,7 +272,8 @@ void TcpChannel::Write(Stream& s) {
     const ssize_t sent = sendmsg(s.fd.get(), &msg, MSG_NOSIGNAL);
     if (sent < 0) {
       if (errno == EAGAIN || errno == EINTR) break;
-      Fail(Error(absl::StrFormat("send failed: %s", std::strerror(errno))), /*notify=*/true);
+      LinkLost(s, absl::StrFormat("send failed: %s", std::strerror(errno)),
+               /*read_side_closed=*/false);
       return;
     }
     uint64_t left = static_cast<uint64_t>(sent);
@@ -289,8 +315,8 @@ void TcpChannel::Read(Stream& s) {
           if (all_closed && !shutting_down_) Fail(Error("the peer closed the channel"), false);
           return;
         }
-        Fail(Error(s.header_got > 0 ? absl::StrFormat("%s inside a frame header", cause) : cause),
-             /*notify=*/true);
+        LinkLost(s, s.header_got > 0 ? absl::StrFormat("%s inside a frame header", cause) : cause,
+                 /*read_side_closed=*/true);
         return;
       }
       if (n < 0) return;
@@ -303,8 +329,21 @@ void TcpChannel::Read(Stream& s) {
         return;
       }
       if (header->type == FrameType::kLeave) {
-        s.header_got = 0;
-        s.got_goodbye = true;
+        if (header->payload_bytes == 0) {
+          s.header_got = 0;
+          s.got_goodbye = true;
+          continue;
+        }
+        if (header->payload_bytes > kMaxLeaveReasonBytes) {
+          Fail(Error("oversized close notice"), /*notify=*/true);
+          return;
+        }
+        // A close notice: its reason is read like a payload, then handled in FinishStripe.
+        s.header = *header;
+        s.have_header = true;
+        s.notice.resize(header->payload_bytes);
+        s.dest = s.notice.data();
+        s.remaining = header->payload_bytes;
         continue;
       }
       if (header->type != FrameType::kData || header->epoch != limits_.epoch) {
@@ -323,10 +362,11 @@ void TcpChannel::Read(Stream& s) {
     if (s.remaining > 0) {
       const ssize_t n = recv(s.fd.get(), s.dest, std::min(s.remaining, budget), 0);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        Fail(Error(absl::StrFormat("%s inside a %d-byte frame (%d bytes missing)",
-                                   n == 0 ? "connection closed by peer" : std::strerror(errno),
-                                   s.header.payload_bytes, s.remaining)),
-             /*notify=*/true);
+        LinkLost(s,
+                 absl::StrFormat("%s inside a %d-byte frame (%d bytes missing)",
+                                 n == 0 ? "connection closed by peer" : std::strerror(errno),
+                                 s.header.payload_bytes, s.remaining),
+                 /*read_side_closed=*/true);
         return;
       }
       if (n < 0) return;
@@ -337,6 +377,19 @@ void TcpChannel::Read(Stream& s) {
     }
     if (s.remaining == 0) FinishStripe(s);
   }
+}
+
+void TcpChannel::LinkLost(Stream& s, const std::string& cause, bool read_side_closed) {
+  if (read_side_closed) s.eof = true;
+  if (draining_) return;  // The outer call decides.
+  // A peer that closes on purpose first sends a close notice with its reason, possibly on
+  // another stream: read everything still readable so that the cause wins over its symptom.
+  draining_ = true;
+  for (auto& other : streams_) {
+    if (other->fd.valid() && !other->eof && !failed_) Read(*other);
+  }
+  draining_ = false;
+  if (!failed_) Fail(Error(cause), /*notify=*/true);
 }
 
 bool TcpChannel::Route(Stream& s) {
@@ -383,6 +436,16 @@ bool TcpChannel::Route(Stream& s) {
 void TcpChannel::FinishStripe(Stream& s) {
   s.have_header = false;
   s.header_got = 0;
+  if (s.header.type == FrameType::kLeave) {
+    if (absl::Status c = CheckPayload(s.header, s.notice); !c.ok()) {
+      Fail(Error(c.message()), /*notify=*/true);
+      return;
+    }
+    Fail(Error(absl::StrFormat("closed the link: %s",
+                               std::string(s.notice.begin(), s.notice.end()))),
+         /*notify=*/true);
+    return;
+  }
   Incoming& in = *incoming_.find(s.header.tag)->second;
   if (++in.stripes_done == in.stripes && in.request != nullptr) Complete(s.header.tag);
 }

@@ -58,6 +58,9 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   struct Incoming;
   struct Stream;
 
+  void CloseWithNotice(const absl::Status& why);
+  // The connection of `s` broke: report `cause` unless a close notice explains it.
+  void LinkLost(Stream& s, const std::string& cause, bool read_side_closed);
   void DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request);
   void DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr request);
   void Write(Stream& s);
@@ -82,6 +85,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   std::map<uint64_t, std::unique_ptr<Incoming>> incoming_;
   bool failed_ = false;
   bool shutting_down_ = false;
+  bool draining_ = false;
 
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Builds and runs the whole test suite three ways: Release; ASan+UBSan; TSan on the transport,
+# coordinator and in-process collective tests (the multi-process ones run under ASan+UBSan).
+set -eu
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+run_suite() {  # build-dir ctest-args...
+  dir=$1
+  shift
+  ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$jobs" "$@"
+}
+
+echo "== Release build and tests"
+./scripts/build.sh
+run_suite build
+
+echo "== ASan+UBSan build and tests"
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITIZE=address \
+  -DHMC_WITH_GLOO=OFF > /dev/null
+cmake --build build-asan --parallel
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  run_suite build-asan
+
+echo "== TSan build and tests"
+cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITIZE=thread \
+  -DHMC_WITH_GLOO=OFF > /dev/null
+cmake --build build-tsan --parallel --target transport_test coordinator_test collectives_unit_test
+TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+  run_suite build-tsan -R 'TcpTransport|Coordinator|Inproc|HostReduce'
+
+echo "== all suites passed"

@@ -1,0 +1,102 @@
+// A rank that dies (SIGKILL) or hangs (SIGSTOP) in the middle of collectives: every other rank
+// must end its call with an error that names the failed rank, not hang.
+#include <signal.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/coordinator.h"
+#include "launcher/local_group.h"
+#include "launcher/process.h"
+
+namespace hmc {
+namespace {
+
+constexpr int kRanks = 4;
+constexpr int kVictim = 2;
+constexpr int kExitNamedPeer = 42;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+struct Group {
+  std::unique_ptr<Coordinator> coordinator;
+  std::vector<Process> ranks;
+  std::vector<std::string> outputs;
+};
+
+// Starts kRanks endless all-reducers and waits until every one has finished a first call.
+Group StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_timeout) {
+  Group g;
+  CoordinatorConfig config;
+  config.world_size = kRanks;
+  config.token = RandomToken();
+  config.heartbeat_timeout = heartbeat_timeout;
+  auto coordinator = Coordinator::Start(config);
+  EXPECT_TRUE(coordinator.ok()) << coordinator.status();
+  g.coordinator = std::move(*coordinator);
+  Options options;
+  options.coordinator = g.coordinator->address().ToString();
+  options.token = config.token;
+  options.world_size = kRanks;
+  options.timeout = collective_timeout;
+  options.heartbeat_interval = absl::Milliseconds(200);
+  const std::string dir = testing::TempDir();
+  for (int r = 0; r < kRanks; ++r) {
+    options.rank = r;
+    g.outputs.push_back(absl::StrCat(dir, "/peer_failure_rank", r, "_", getpid(), ".log"));
+    auto p = Process::Spawn(
+        {HMC_TEST_RANK_PATH, "endless", absl::StrCat("--expect_failed=", kVictim)},
+        options.ToEnvironment(), g.outputs.back());
+    EXPECT_TRUE(p.ok()) << p.status();
+    g.ranks.push_back(std::move(*p));
+  }
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  for (int r = 0; r < kRanks; ++r) {
+    while (!absl::StrContains(ReadFile(g.outputs[r]), "running") && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    EXPECT_TRUE(absl::StrContains(ReadFile(g.outputs[r]), "running"))
+        << "rank " << r << " never completed a first all-reduce:\n" << ReadFile(g.outputs[r]);
+  }
+  return g;
+}
+
+void ExpectSurvivorsNameTheVictim(Group& g) {
+  for (int r = 0; r < kRanks; ++r) {
+    if (r == kVictim) continue;
+    // Generous bound: the ranks' own deadlines end them well before this.
+    absl::StatusOr<int> code = g.ranks[r].Wait(absl::Now() + absl::Seconds(120));
+    ASSERT_TRUE(code.ok()) << "rank " << r << " hung:\n" << ReadFile(g.outputs[r]);
+    EXPECT_EQ(*code, kExitNamedPeer)
+        << "rank " << r << " did not report rank " << kVictim << ":\n"
+        << ReadFile(g.outputs[r]);
+  }
+}
+
+TEST(PeerFailure, KilledRankIsNamedByEverySurvivor) {
+  // The collective deadline is long: survivors must learn of the death from the sockets, not
+  // from running out of time.
+  Group g = StartGroup(absl::Seconds(30), absl::Seconds(100));
+  g.ranks[kVictim].Signal(SIGKILL);
+  ExpectSurvivorsNameTheVictim(g);
+}
+
+TEST(PeerFailure, SilentRankIsDeclaredFailedByHeartbeat) {
+  // A stopped process keeps its sockets open; only the coordinator's heartbeat timeout finds it.
+  Group g = StartGroup(absl::Seconds(2), absl::Seconds(100));
+  g.ranks[kVictim].Signal(SIGSTOP);
+  ExpectSurvivorsNameTheVictim(g);
+  g.ranks[kVictim].Signal(SIGKILL);
+}
+
+}  // namespace
+}  // namespace hmc

@@ -1,0 +1,43 @@
+// Multi-process collectives over real TCP sockets on 127.0.0.1: a coordinator in this process and
+// N copies of hmc-test-rank, each checking every result against a serial reference.
+#include <gtest/gtest.h>
+
+#include "launcher/local_group.h"
+
+namespace hmc {
+namespace {
+
+absl::StatusOr<int> RunRanks(int ranks, std::vector<std::string> args,
+                             absl::Duration timeout = absl::Minutes(10)) {
+  LocalGroupSpec spec;
+  spec.argv = {HMC_TEST_RANK_PATH};
+  spec.argv.insert(spec.argv.end(), args.begin(), args.end());
+  spec.ranks = ranks;
+  spec.timeout = timeout;
+  spec.zones = {"zone-a", "zone-b"};
+  return RunLocalGroup(spec);
+}
+
+class MatrixTest : public testing::TestWithParam<int> {};
+
+TEST_P(MatrixTest, EveryCollectiveDtypeOpAlgorithmAndSizeMatchesTheReference) {
+  const int ranks = GetParam();
+  // 64 MiB buffers in every rank of eight would need more memory and time than CI has; the large
+  // case runs for up to four ranks.
+  std::vector<std::string> args = {"matrix"};
+  if (ranks <= 4) args.push_back("--large");
+  absl::StatusOr<int> code = RunRanks(ranks, args);
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0) << "a rank reported a wrong result or an error (see its output above)";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, MatrixTest, testing::Values(2, 3, 4, 8));
+
+TEST(ArgumentCheck, MismatchesAreReportedOnEveryRankAndTheGroupRecovers) {
+  absl::StatusOr<int> code = RunRanks(3, {"mismatch"});
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+}
+
+}  // namespace
+}  // namespace hmc

@@ -1,0 +1,276 @@
+// hmc-test-rank: one rank of the multi-process tests, started by them through a local group.
+//
+//   hmc-test-rank matrix [--large]   every collective × dtype × op × algorithm × size, checked
+//                                    against a serial reference and for identical bits on all ranks
+//   hmc-test-rank mismatch           rank 1 passes different arguments; all ranks must refuse the
+//                                    call naming the difference, then run a correct one
+//   hmc-test-rank endless            large all-reduces until a failure; exits with kExitNamedPeer
+//                                    if the error names the rank given by --expect_failed=R
+//
+// Exit codes: 0 success, 1 setup error, 3 wrong result, 42/43 for endless (see below).
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "collectives/check_pattern.h"
+#include "collectives/communicator.h"
+#include "core/frame.h"
+
+namespace hmc {
+namespace {
+
+constexpr int kExitNamedPeer = 42;    // Failed with an error naming the expected rank.
+constexpr int kExitOtherError = 43;   // Failed, but the error does not name it.
+
+struct Failure {
+  std::string what;
+};
+
+class MatrixRunner {
+ public:
+  explicit MatrixRunner(Communicator& comm) : comm_(comm), n_(comm.size()), rank_(comm.rank()) {}
+
+  int failures() const { return failures_; }
+  int calls() const { return calls_; }
+
+  void AllReduce(const std::string& algo, DType dtype, ReduceOp op, size_t count, bool in_place) {
+    const size_t es = DTypeSize(dtype);
+    std::vector<uint8_t> in(count * es + 1), out(count * es + 1, 0xab);
+    FillPattern(in.data(), count, dtype, rank_, op);
+    uint8_t* dst = in_place ? in.data() : out.data();
+    CallOptions call;
+    call.algo = algo;
+    absl::Status s =
+        comm_.AllReduce(Buffer{in.data(), count, dtype}, Buffer{dst, count, dtype}, op, call)->Wait();
+    Verify(absl::StrFormat("allreduce %s %s %s count=%d%s", algo, DTypeName(dtype),
+                           ReduceOpName(op), count, in_place ? " in-place" : ""),
+           s, dst, count, dtype,
+           [&](size_t i) { return ReferenceReduction(n_, i, dtype, op); });
+  }
+
+  void ReduceScatter(DType dtype, ReduceOp op, size_t count) {
+    const size_t es = DTypeSize(dtype);
+    std::vector<uint8_t> in(count * n_ * es + 1), out(count * es + 1, 0xab);
+    FillPattern(in.data(), count * n_, dtype, rank_, op);
+    absl::Status s = comm_.ReduceScatter(Buffer{in.data(), count * n_, dtype},
+                                         Buffer{out.data(), count, dtype}, op)
+                         ->Wait();
+    Verify(absl::StrFormat("reduce_scatter %s %s count=%d", DTypeName(dtype), ReduceOpName(op),
+                           count),
+           s, out.data(), count, dtype,
+           [&](size_t i) { return ReferenceReduction(n_, rank_ * count + i, dtype, op); },
+           /*identical=*/false);
+  }
+
+  void AllGather(DType dtype, size_t count) {
+    const size_t es = DTypeSize(dtype);
+    std::vector<uint8_t> in(count * es + 1), out(count * n_ * es + 1, 0xab);
+    FillPattern(in.data(), count, dtype, rank_, ReduceOp::kSum);
+    absl::Status s =
+        comm_.AllGather(Buffer{in.data(), count, dtype}, Buffer{out.data(), count * n_, dtype})
+            ->Wait();
+    Verify(absl::StrFormat("allgather %s count=%d", DTypeName(dtype), count), s, out.data(),
+           count * n_, dtype, [&](size_t i) {
+             return PatternValue(static_cast<int>(i / count), i % count, dtype, ReduceOp::kSum);
+           });
+  }
+
+  void Broadcast(DType dtype, size_t count, int root) {
+    const size_t es = DTypeSize(dtype);
+    std::vector<uint8_t> in(count * es + 1), out(count * es + 1, 0xab);
+    FillPattern(in.data(), count, dtype, rank_, ReduceOp::kSum);
+    absl::Status s =
+        comm_.Broadcast(Buffer{in.data(), count, dtype}, Buffer{out.data(), count, dtype}, root)
+            ->Wait();
+    Verify(absl::StrFormat("broadcast %s count=%d root=%d", DTypeName(dtype), count, root), s,
+           out.data(), count, dtype,
+           [&](size_t i) { return PatternValue(root, i, dtype, ReduceOp::kSum); });
+  }
+
+ private:
+  // `identical`: every rank must hold the same bytes (all but reduce-scatter).
+  void Verify(const std::string& what, const absl::Status& status, const uint8_t* data,
+              size_t count, DType dtype, const std::function<double(size_t)>& expected,
+              bool identical = true) {
+    ++calls_;
+    if (!status.ok()) {
+      Fail(what, std::string(status.message()));
+      return;
+    }
+    const size_t wrong = CountMismatches(data, count, dtype, expected);
+    if (wrong > 0) Fail(what, absl::StrFormat("%d of %d elements differ from the reference",
+                                              wrong, count));
+    if (!identical) return;
+    // Every rank must hold the same bytes: compare checksums through the communicator.
+    const size_t bytes = count * DTypeSize(dtype);
+    std::vector<int64_t> sums(n_);
+    int64_t mine = Checksum(std::span<const uint8_t>(data, bytes));
+    absl::Status s = comm_.AllGather(Buffer{&mine, 1, DType::kI64},
+                                     Buffer{sums.data(), static_cast<size_t>(n_), DType::kI64})
+                         ->Wait();
+    if (!s.ok()) {
+      Fail(what, absl::StrFormat("checksum exchange: %s", s.message()));
+      return;
+    }
+    for (int r = 0; r < n_; ++r) {
+      if (sums[r] != sums[0]) {
+        Fail(what, absl::StrFormat("rank %d's bytes differ from rank 0's", r));
+        return;
+      }
+    }
+  }
+
+  void Fail(const std::string& what, const std::string& why) {
+    ++failures_;
+    std::fprintf(stderr, "rank %d: FAILED %s: %s\n", rank_, what.c_str(), why.c_str());
+  }
+
+  Communicator& comm_;
+  const int n_;
+  const int rank_;
+  int failures_ = 0;
+  int calls_ = 0;
+};
+
+int RunMatrix(Communicator& comm, bool large) {
+  MatrixRunner run(comm);
+  const std::vector<size_t> sizes = {0, 1, 7, 1000003};
+  for (const char* algo : {"ring", "halving_doubling"}) {
+    for (DType dtype : kAllDTypes) {
+      for (ReduceOp op : kAllReduceOps) {
+        for (size_t count : sizes) {
+          // The largest size for every dtype with sum and every op with float keeps CI short.
+          if (count > 1000 && op != ReduceOp::kSum && dtype != DType::kF32) continue;
+          run.AllReduce(algo, dtype, op, count, /*in_place=*/false);
+        }
+      }
+    }
+    run.AllReduce(algo, DType::kBF16, ReduceOp::kAvg, 1000003, /*in_place=*/true);
+    run.AllReduce(algo, DType::kI32, ReduceOp::kSum, 7, /*in_place=*/true);
+  }
+  for (DType dtype : kAllDTypes) {
+    for (ReduceOp op : kAllReduceOps) {
+      for (size_t count : sizes) {
+        if (count > 1000 && op != ReduceOp::kSum && dtype != DType::kF32) continue;
+        run.ReduceScatter(dtype, op, count);
+      }
+    }
+    for (size_t count : sizes) {
+      run.AllGather(dtype, count);
+      run.Broadcast(dtype, count, 0);
+      run.Broadcast(dtype, count, comm.size() - 1);
+    }
+  }
+  if (large) {
+    const size_t count = (64 << 20) / sizeof(float);  // 64 MiB.
+    run.AllReduce("ring", DType::kF32, ReduceOp::kSum, count, false);
+    run.AllReduce("halving_doubling", DType::kF32, ReduceOp::kSum, count, false);
+    run.ReduceScatter(DType::kF32, ReduceOp::kMax, count / comm.size());
+    run.AllGather(DType::kF32, count / comm.size());
+    run.Broadcast(DType::kF32, count, 1 % comm.size());
+  }
+  if (absl::Status s = comm.Barrier()->Wait(); !s.ok()) {
+    std::fprintf(stderr, "rank %d: final barrier: %s\n", comm.rank(), s.ToString().c_str());
+    return 3;
+  }
+  std::printf("rank %d: %d calls, %d failures\n", comm.rank(), run.calls(), run.failures());
+  return run.failures() == 0 ? 0 : 3;
+}
+
+int RunMismatch(Communicator& comm) {
+  std::vector<float> data(100, 1.0f);
+  // Rank 1 passes 99 elements and max instead of sum.
+  const bool odd = comm.rank() == 1;
+  Buffer buffer{data.data(), odd ? 99u : 100u, DType::kF32};
+  absl::Status s =
+      comm.AllReduce(buffer, buffer, odd ? ReduceOp::kMax : ReduceOp::kSum)->Wait();
+  if (!absl::IsInvalidArgument(s) || !absl::StrContains(s.message(), "count (rank 0=100, rank 1=99") ||
+      !absl::StrContains(s.message(), "op (rank 0=sum, rank 1=max")) {
+    std::fprintf(stderr, "rank %d: expected a mismatch naming count and op, got: %s\n",
+                 comm.rank(), s.ToString().c_str());
+    return 3;
+  }
+  std::printf("rank %d: refused as expected: %s\n", comm.rank(), std::string(s.message()).c_str());
+  // A dtype mismatch: rank 0 passes int32.
+  std::vector<int32_t> ints(100, 1);
+  Buffer typed = comm.rank() == 0 ? Buffer{ints.data(), 100, DType::kI32}
+                                  : Buffer{data.data(), 100, DType::kF32};
+  s = comm.AllReduce(typed, typed, ReduceOp::kSum)->Wait();
+  if (!absl::IsInvalidArgument(s) || !absl::StrContains(s.message(), "dtype (rank 0=int32")) {
+    std::fprintf(stderr, "rank %d: expected a dtype mismatch, got: %s\n", comm.rank(),
+                 s.ToString().c_str());
+    return 3;
+  }
+  // A root mismatch in broadcast.
+  s = comm.Broadcast(Buffer{data.data(), 100, DType::kF32}, Buffer{data.data(), 100, DType::kF32},
+                     comm.rank() == 0 ? 0 : 1)
+          ->Wait();
+  if (!absl::IsInvalidArgument(s) || !absl::StrContains(s.message(), "root (rank 0=0, rank 1=1")) {
+    std::fprintf(stderr, "rank %d: expected a root mismatch, got: %s\n", comm.rank(),
+                 s.ToString().c_str());
+    return 3;
+  }
+  // No data moved and every rank agreed: the communicator still works.
+  Buffer good{data.data(), 100, DType::kF32};
+  s = comm.AllReduce(good, good, ReduceOp::kSum)->Wait();
+  if (!s.ok() || data[0] != static_cast<float>(comm.size())) {
+    std::fprintf(stderr, "rank %d: allreduce after the mismatches failed: %s (value %g)\n",
+                 comm.rank(), s.ToString().c_str(), data[0]);
+    return 3;
+  }
+  return 0;
+}
+
+int RunEndless(Communicator& comm, int expect_failed) {
+  std::vector<float> data((16 << 20) / sizeof(float), 1.0f);
+  Buffer buffer{data.data(), data.size(), DType::kF32};
+  for (int i = 0; i < 100000; ++i) {
+    absl::Status s = comm.AllReduce(buffer, buffer, ReduceOp::kAvg)->Wait();
+    if (i == 0 && s.ok()) {
+      std::printf("rank %d: running\n", comm.rank());
+      std::fflush(stdout);
+    }
+    if (!s.ok()) {
+      std::fprintf(stderr, "rank %d: allreduce %d failed: %s\n", comm.rank(), i,
+                   s.ToString().c_str());
+      return absl::StrContains(s.message(), absl::StrFormat("rank %d ", expect_failed))
+                 ? kExitNamedPeer
+                 : kExitOtherError;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace hmc
+
+int main(int argc, char** argv) {
+  absl::StatusOr<hmc::Options> options = hmc::Options::FromEnvironment();
+  if (!options.ok() || argc < 2) {
+    std::fprintf(stderr, "usage: hmc-test-rank matrix|mismatch|endless [flags]\n");
+    return 1;
+  }
+  const std::string mode = argv[1];
+  bool large = false;
+  int expect_failed = -1;
+  for (int i = 2; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--large") large = true;
+    if (absl::StartsWith(arg, "--expect_failed=")) {
+      if (!absl::SimpleAtoi(arg.substr(16), &expect_failed)) return 1;
+    }
+  }
+  absl::StatusOr<std::unique_ptr<hmc::Communicator>> comm = hmc::Communicator::Create(*options);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "hmc-test-rank: %s\n", comm.status().ToString().c_str());
+    return 1;
+  }
+  if (mode == "matrix") return hmc::RunMatrix(**comm, large);
+  if (mode == "mismatch") return hmc::RunMismatch(**comm);
+  if (mode == "endless") return hmc::RunEndless(**comm, expect_failed);
+  return 1;
+}

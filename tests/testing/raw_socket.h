@@ -1,0 +1,38 @@
+#ifndef HMC_TESTS_TESTING_RAW_SOCKET_H_
+#define HMC_TESTS_TESTING_RAW_SOCKET_H_
+
+// Helpers for tests that misbehave on purpose: connect to a service and send it anything.
+#include <sys/socket.h>
+
+#include <string>
+#include <vector>
+
+#include "core/frame_io.h"
+#include "core/socket.h"
+
+namespace hmc::testing_util {
+
+inline UniqueFd Dial(const SocketAddress& address) {
+  auto fd = ConnectTcp(address, absl::Now() + absl::Seconds(10));
+  return fd.ok() ? std::move(*fd) : UniqueFd();
+}
+
+inline void SendBytes(int fd, const std::vector<uint8_t>& bytes) {
+  WriteFully(fd, bytes, absl::Now() + absl::Seconds(10)).IgnoreError();
+}
+
+// Reads until the service closes the connection (or 10 s pass) and returns what it sent.
+inline std::string ReadUntilClosed(int fd) {
+  std::string out;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (;;) {
+    uint8_t buffer[4096];
+    auto s = ReadFully(fd, std::span<uint8_t>(buffer, 1), deadline);
+    if (!s.ok()) return out;
+    out.push_back(static_cast<char>(buffer[0]));
+  }
+}
+
+}  // namespace hmc::testing_util
+
+#endif  // HMC_TESTS_TESTING_RAW_SOCKET_H_

@@ -1,0 +1,220 @@
+// The coordinator over real sockets on 127.0.0.1: joins, refusals, key-value store, heartbeats and
+// input that is not the protocol at all.
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
+#include "core/auth.h"
+#include "core/coordinator.h"
+#include "core/coordinator_client.h"
+#include "core/coordinator_protocol.h"
+#include "tests/testing/raw_socket.h"
+
+namespace hmc {
+namespace {
+
+using testing_util::Dial;
+using testing_util::ReadUntilClosed;
+using testing_util::SendBytes;
+
+class CoordinatorTest : public testing::Test {
+ protected:
+  void StartCoordinator(int world_size, absl::Duration heartbeat_timeout = absl::Seconds(10)) {
+    CoordinatorConfig config;
+    config.world_size = world_size;
+    config.token = "secret";
+    config.world_id = "w";
+    config.heartbeat_timeout = heartbeat_timeout;
+    config.handshake_timeout = absl::Seconds(2);
+    auto c = Coordinator::Start(config);
+    ASSERT_TRUE(c.ok()) << c.status();
+    coordinator_ = std::move(*c);
+  }
+
+  Options ClientOptions(int rank = -1, std::string token = "secret") {
+    Options o;
+    o.coordinator = coordinator_->address().ToString();
+    o.token = std::move(token);
+    o.world_id = "w";
+    o.rank = rank;
+    o.heartbeat_interval = absl::Milliseconds(100);
+    o.connect_timeout = absl::Seconds(10);
+    return o;
+  }
+
+  absl::StatusOr<std::unique_ptr<CoordinatorClient>> Join(const Options& o,
+                                                          const std::string& address = "a:1") {
+    auto client = CoordinatorClient::Connect(o);
+    if (!client.ok()) return client.status();
+    if (absl::Status s = (*client)->Join(address, absl::Now() + absl::Seconds(10)); !s.ok()) {
+      return s;
+    }
+    return client;
+  }
+
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(CoordinatorTest, AssignsRanksAndPublishesThePeerTable) {
+  StartCoordinator(3);
+  auto explicit_rank = Join(ClientOptions(2), "10.0.0.2:1");
+  ASSERT_TRUE(explicit_rank.ok()) << explicit_rank.status();
+  auto first = Join(ClientOptions(), "10.0.0.0:1");
+  auto second = Join(ClientOptions(), "10.0.0.1:1");
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ((*explicit_rank)->rank(), 2);
+  EXPECT_EQ((*first)->rank(), 0);
+  EXPECT_EQ((*second)->rank(), 1);
+  auto table = (*first)->WaitForPeers(absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->epoch, 1u);
+  ASSERT_EQ(table->peers.size(), 3u);
+  EXPECT_EQ(table->peers[2].address, "10.0.0.2:1");
+  EXPECT_EQ(table->peers[1].address, "10.0.0.1:1");
+}
+
+TEST_F(CoordinatorTest, RefusesWrongTokenWorldDuplicateAndFullWorld) {
+  StartCoordinator(1);
+  auto wrong_token = Join(ClientOptions(-1, "guess"));
+  ASSERT_FALSE(wrong_token.ok());
+  EXPECT_TRUE(absl::StrContains(wrong_token.status().message(), "wrong token"))
+      << wrong_token.status();
+  Options other_world = ClientOptions();
+  other_world.world_id = "v";
+  auto wrong_world = Join(other_world);
+  ASSERT_FALSE(wrong_world.ok());
+  EXPECT_TRUE(absl::StrContains(wrong_world.status().message(), "wrong world id")) << wrong_world.status();
+  auto member = Join(ClientOptions(0));
+  ASSERT_TRUE(member.ok()) << member.status();
+  auto duplicate = Join(ClientOptions(0));
+  ASSERT_FALSE(duplicate.ok());
+  EXPECT_TRUE(absl::StrContains(duplicate.status().message(), "full") ||
+              absl::StrContains(duplicate.status().message(), "duplicate"))
+      << duplicate.status();
+  auto full = Join(ClientOptions());
+  ASSERT_FALSE(full.ok());
+  EXPECT_TRUE(absl::StrContains(full.status().message(), "is full (1 of 1")) << full.status();
+  EXPECT_GE(coordinator_->rejections().size(), 4u);
+}
+
+TEST_F(CoordinatorTest, DuplicateRankWhileForming) {
+  StartCoordinator(2);
+  auto member = Join(ClientOptions(1));
+  ASSERT_TRUE(member.ok());
+  auto duplicate = Join(ClientOptions(1));
+  ASSERT_FALSE(duplicate.ok());
+  EXPECT_TRUE(absl::StrContains(duplicate.status().message(), "duplicate rank 1")) << duplicate.status();
+}
+
+TEST_F(CoordinatorTest, ClientRefusesACoordinatorThatCannotProveTheToken) {
+  // A coordinator with another token: the client's own proof fails first, and the coordinator
+  // never learns the client's token.
+  StartCoordinator(1);
+  auto joined = Join(ClientOptions(-1, "not-secret"));
+  EXPECT_FALSE(joined.ok());
+}
+
+TEST_F(CoordinatorTest, KeyValueStoreWaitsForKeys) {
+  StartCoordinator(2);
+  auto a = Join(ClientOptions());
+  auto b = Join(ClientOptions());
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::thread writer([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    EXPECT_TRUE((*a)->Put("bootstrap", "value-1", absl::Now() + absl::Seconds(5)).ok());
+  });
+  auto value = (*b)->Get("bootstrap", absl::Now() + absl::Seconds(10));
+  writer.join();
+  ASSERT_TRUE(value.ok()) << value.status();
+  EXPECT_EQ(*value, "value-1");
+  auto missing = (*b)->Get("never", absl::Now() + absl::Milliseconds(300));
+  EXPECT_TRUE(absl::IsDeadlineExceeded(missing.status())) << missing.status();
+}
+
+TEST_F(CoordinatorTest, SilentRankIsDeclaredFailedInANewEpoch) {
+  StartCoordinator(2, absl::Milliseconds(800));
+  auto a = Join(ClientOptions());
+  ASSERT_TRUE(a.ok());
+  // The second member speaks the protocol by hand and then stays silent: no heartbeats.
+  UniqueFd raw = Dial(coordinator_->address());
+  auto challenge = ReadControlFrame(raw.get(), absl::Now() + absl::Seconds(5));
+  ASSERT_TRUE(challenge.ok());
+  JoinRequest join;
+  join.world_id = "w";
+  join.rank = -1;
+  join.nonce = RandomNonce();
+  join.proof = ComputeProof("secret", kJoinLabel, {"w", *ParseString(challenge->payload), join.nonce, "-1"});
+  ASSERT_TRUE(WriteControlFrame(raw.get(), FrameType::kJoin, join.Serialize(), absl::Now() + absl::Seconds(5)).ok());
+  absl::Notification changed;
+  PeerTable seen;
+  (*a)->SetMembershipCallback([&](const PeerTable& t) {
+    if (!changed.HasBeenNotified()) {
+      seen = t;
+      changed.Notify();
+    }
+  });
+  ASSERT_TRUE(changed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_EQ(seen.epoch, 2u);
+  EXPECT_FALSE(seen.peers[1].alive);
+  EXPECT_TRUE(absl::StrContains(seen.peers[1].failure, "no heartbeat")) << seen.peers[1].failure;
+}
+
+// Input that is not the protocol: each connection is refused with a reason while the service
+// keeps serving the others.
+TEST_F(CoordinatorTest, GarbageTruncationAndOversizedLengthsAreRejected) {
+  StartCoordinator(1);
+  // Random bytes.
+  UniqueFd garbage = Dial(coordinator_->address());
+  SendBytes(garbage.get(), std::vector<uint8_t>(100, 0x5a));
+  EXPECT_TRUE(absl::StrContains(ReadUntilClosed(garbage.get()), "not an hmc frame"));
+  // A frame header that claims a huge payload.
+  UniqueFd oversized = Dial(coordinator_->address());
+  FrameHeader h;
+  h.type = FrameType::kJoin;
+  h.payload_bytes = uint64_t{1} << 40;
+  h.total_bytes = h.payload_bytes;
+  std::vector<uint8_t> header(kFrameHeaderBytes);
+  EncodeFrameHeader(h, std::span<uint8_t, kFrameHeaderBytes>(header.data(), kFrameHeaderBytes));
+  SendBytes(oversized.get(), header);
+  EXPECT_TRUE(absl::StrContains(ReadUntilClosed(oversized.get()), "exceeds the limit"));
+  // A frame cut short, then the connection closed.
+  {
+    UniqueFd truncated = Dial(coordinator_->address());
+    std::vector<uint8_t> frame = EncodeControlFrame(FrameType::kJoin, std::vector<uint8_t>(64, 1));
+    frame.resize(frame.size() - 10);
+    SendBytes(truncated.get(), frame);
+    shutdown(truncated.get(), SHUT_WR);
+    ReadUntilClosed(truncated.get());
+  }
+  // A connection that never says anything is dropped at the handshake deadline.
+  UniqueFd silent = Dial(coordinator_->address());
+  ReadUntilClosed(silent.get());
+  // A peer speaking another protocol version is told both versions.
+  UniqueFd future = Dial(coordinator_->address());
+  std::vector<uint8_t> frame = EncodeControlFrame(FrameType::kJoin, std::vector<uint8_t>(8, 0));
+  frame[4] = 9;
+  SendBytes(future.get(), frame);
+  const std::string answer = ReadUntilClosed(future.get());
+  EXPECT_TRUE(absl::StrContains(answer, "peer speaks version 9, this build speaks 1")) << answer;
+  // The service still works.
+  auto member = Join(ClientOptions());
+  ASSERT_TRUE(member.ok()) << member.status();
+  EXPECT_TRUE((*member)->WaitForPeers(absl::Now() + absl::Seconds(5)).ok());
+  const std::vector<std::string> rejections = coordinator_->rejections();
+  auto logged = [&](const char* text) {
+    for (const std::string& r : rejections) {
+      if (absl::StrContains(r, text) && absl::StrContains(r, "127.0.0.1:")) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(logged("not an hmc frame"));
+  EXPECT_TRUE(logged("exceeds the limit"));
+  EXPECT_TRUE(logged("closed inside a frame"));
+  EXPECT_TRUE(logged("handshake timed out"));
+  EXPECT_TRUE(logged("version 9"));
+}
+
+}  // namespace
+}  // namespace hmc

@@ -1,0 +1,192 @@
+// Collectives on threads over the inproc transport: fast, deterministic, and a TSan target for the
+// algorithms and the communicator.
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "collectives/check_pattern.h"
+#include "collectives/communicator.h"
+#include "core/frame.h"
+#include "transports/inproc/inproc_transport.h"
+
+namespace hmc {
+namespace {
+
+// Runs body(rank, communicator) on `n` threads, one communicator each.
+void RunGroup(int n, const std::function<void(int, Communicator&)>& body,
+              Options options = Options()) {
+  auto fabric = std::make_shared<InprocFabric>();
+  std::vector<PeerAddress> peers;
+  for (int r = 0; r < n; ++r) peers.push_back(PeerAddress{r, "", ""});
+  options.chunk_bytes = 4096;  // Small segments exercise the pipelines.
+  options.timeout = absl::Seconds(60);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      InprocTransport transport(fabric, r);
+      auto channels = transport.ConnectAll(r, peers, absl::InfiniteFuture());
+      ASSERT_TRUE(channels.ok());
+      auto comm = Communicator::CreateFromChannels(r, *channels, options);
+      body(r, *comm);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+struct Case {
+  int ranks;
+  const char* algo;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.algo << " on " << c.ranks << " ranks"; }
+
+class InprocAllReduce : public testing::TestWithParam<Case> {};
+
+TEST_P(InprocAllReduce, MatchesReferenceAndIsBitIdentical) {
+  const Case c = GetParam();
+  RunGroup(c.ranks, [&](int rank, Communicator& comm) {
+    for (DType dtype : kAllDTypes) {
+      for (ReduceOp op : kAllReduceOps) {
+        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1031}, size_t{40009}}) {
+          const size_t es = DTypeSize(dtype);
+          std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
+          FillPattern(in.data(), count, dtype, rank, op);
+          CallOptions call;
+          call.algo = c.algo;
+          absl::Status s = comm.AllReduce(Buffer{in.data(), count, dtype},
+                                          Buffer{out.data(), count, dtype}, op, call)
+                               ->Wait();
+          ASSERT_TRUE(s.ok()) << s;
+          EXPECT_EQ(CountMismatches(out.data(), count, dtype,
+                                    [&](size_t i) {
+                                      return ReferenceReduction(c.ranks, i, dtype, op);
+                                    }),
+                    0u)
+              << c.algo << " " << DTypeName(dtype) << " " << ReduceOpName(op) << " " << count;
+        }
+      }
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Groups, InprocAllReduce,
+                         testing::Values(Case{1, "ring"}, Case{2, "ring"}, Case{3, "ring"},
+                                         Case{5, "ring"}, Case{2, "halving_doubling"},
+                                         Case{3, "halving_doubling"}, Case{4, "halving_doubling"},
+                                         Case{6, "halving_doubling"}, Case{7, "halving_doubling"}),
+                         [](const testing::TestParamInfo<Case>& info) {
+                           return std::string(info.param.algo) + "_" +
+                                  std::to_string(info.param.ranks) + "_ranks";
+                         });
+
+TEST(InprocCollectives, ReduceScatterAllGatherBroadcastBarrier) {
+  for (int n : {2, 3, 5}) {
+    RunGroup(n, [&](int rank, Communicator& comm) {
+      const size_t count = 1009;
+      std::vector<float> in(count * n), block(count), gathered(count * n), bcast(count);
+      FillPattern(in.data(), count * n, DType::kF32, rank, ReduceOp::kMax);
+      ASSERT_TRUE(comm.ReduceScatter(Buffer{in.data(), count * n}, Buffer{block.data(), count},
+                                     ReduceOp::kMax)
+                      ->Wait()
+                      .ok());
+      EXPECT_EQ(CountMismatches(block.data(), count, DType::kF32, [&](size_t i) {
+                  return ReferenceReduction(n, rank * count + i, DType::kF32, ReduceOp::kMax);
+                }),
+                0u);
+      ASSERT_TRUE(
+          comm.AllGather(Buffer{block.data(), count}, Buffer{gathered.data(), count * n})->Wait().ok());
+      EXPECT_EQ(CountMismatches(gathered.data(), count * n, DType::kF32, [&](size_t i) {
+                  return ReferenceReduction(n, i, DType::kF32, ReduceOp::kMax);
+                }),
+                0u);
+      FillPattern(bcast.data(), count, DType::kF32, rank, ReduceOp::kSum);
+      ASSERT_TRUE(
+          comm.Broadcast(Buffer{bcast.data(), count}, Buffer{bcast.data(), count}, n - 1)->Wait().ok());
+      EXPECT_EQ(CountMismatches(bcast.data(), count, DType::kF32,
+                                [&](size_t i) { return PatternValue(n - 1, i, DType::kF32, ReduceOp::kSum); }),
+                0u);
+      EXPECT_TRUE(comm.Barrier()->Wait().ok());
+    });
+  }
+}
+
+TEST(InprocCollectives, SeveralCollectivesInFlightAtOnce) {
+  Options options;
+  options.workers = 4;
+  RunGroup(3, [&](int rank, Communicator& comm) {
+    constexpr int kCalls = 8;
+    std::vector<std::vector<int64_t>> data(kCalls, std::vector<int64_t>(5000));
+    std::vector<std::shared_ptr<Work>> works;
+    for (int c = 0; c < kCalls; ++c) {
+      for (size_t i = 0; i < data[c].size(); ++i) data[c][i] = (rank + 1) * (c + 1) * static_cast<int64_t>(i);
+      Buffer b{data[c].data(), data[c].size(), DType::kI64};
+      works.push_back(comm.AllReduce(b, b, ReduceOp::kSum));
+    }
+    for (int c = 0; c < kCalls; ++c) {
+      ASSERT_TRUE(works[c]->Wait().ok());
+      for (size_t i = 0; i < data[c].size(); ++i) ASSERT_EQ(data[c][i], 6 * (c + 1) * static_cast<int64_t>(i));
+    }
+  }, options);
+}
+
+TEST(InprocCollectives, LocalErrorsAreReportedOnEveryRank) {
+  RunGroup(3, [&](int rank, Communicator& comm) {
+    std::vector<float> a(10), b(10);
+    // Rank 2 passes mismatched input and output types.
+    Buffer in{a.data(), 10, DType::kF32};
+    Buffer out{b.data(), 10, rank == 2 ? DType::kI32 : DType::kF32};
+    absl::Status s = comm.AllReduce(in, out, ReduceOp::kSum)->Wait();
+    ASSERT_TRUE(absl::IsInvalidArgument(s)) << s;
+    if (rank == 2) {
+      EXPECT_TRUE(absl::StrContains(s.message(), "input is float but output is int32")) << s;
+    } else {
+      EXPECT_TRUE(absl::StrContains(s.message(), "buffers (rank 0=ok, rank 1=ok, rank 2=invalid)")) << s;
+    }
+    EXPECT_TRUE(comm.health().ok());
+  });
+}
+
+TEST(InprocCollectives, DeadPeerFailsTheCallAndTheCommunicator) {
+  auto fabric = std::make_shared<InprocFabric>();
+  std::vector<PeerAddress> peers = {{0, "", ""}, {1, "", ""}, {2, "", ""}};
+  Options options;
+  options.timeout = absl::Seconds(60);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 2; ++r) {  // Rank 2 never runs: it "died".
+    threads.emplace_back([&, r] {
+      InprocTransport transport(fabric, r);
+      auto comm = Communicator::CreateFromChannels(r, *transport.ConnectAll(r, peers, absl::InfiniteFuture()), options);
+      std::vector<float> data(100);
+      auto work = comm->AllReduce(Buffer{data.data(), 100}, Buffer{data.data(), 100}, ReduceOp::kSum);
+      if (r == 0) {
+        absl::SleepFor(absl::Milliseconds(50));
+        fabric->Kill(2, absl::UnavailableError("rank 2 was killed"));
+      }
+      absl::Status s = work->Wait();
+      EXPECT_FALSE(s.ok());
+      EXPECT_TRUE(absl::StrContains(s.message(), "rank 2")) << s;
+      EXPECT_FALSE(comm->health().ok());
+      EXPECT_FALSE(comm->Barrier()->Wait().ok());
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+TEST(InprocCollectives, DeadlineNamesThePeerItWaitedFor) {
+  auto fabric = std::make_shared<InprocFabric>();
+  std::vector<PeerAddress> peers = {{0, "", ""}, {1, "", ""}};
+  Options options;
+  options.check_args = false;
+  InprocTransport transport(fabric, 0);
+  auto comm = Communicator::CreateFromChannels(0, *transport.ConnectAll(0, peers, absl::InfiniteFuture()), options);
+  std::vector<float> data(10);
+  CallOptions call;
+  call.timeout = absl::Milliseconds(200);
+  absl::Status s = comm->AllReduce(Buffer{data.data(), 10}, Buffer{data.data(), 10}, ReduceOp::kSum, call)->Wait();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "waiting for rank 1")) << s;
+}
+
+}  // namespace
+}  // namespace hmc

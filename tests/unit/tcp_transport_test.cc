@@ -1,0 +1,254 @@
+// The multi-stream TCP transport over real sockets on loopback (IPv4 and IPv6), driven from
+// several threads; also runs under TSan.
+#include <sys/socket.h>
+
+#include <numeric>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "core/auth.h"
+#include "core/coordinator_protocol.h"
+#include "tests/testing/raw_socket.h"
+#include "transports/tcp/handshake.h"
+#include "transports/tcp/tcp_transport.h"
+
+namespace hmc {
+namespace {
+
+constexpr char kToken[] = "transport-token";
+
+struct Mesh {
+  std::vector<std::unique_ptr<TcpTransport>> transports;
+  std::vector<std::vector<std::shared_ptr<Channel>>> channels;  // [rank][peer]
+};
+
+TcpTransportConfig Config(const std::string& bind, int streams, const std::string& token = kToken) {
+  TcpTransportConfig config;
+  config.bind = bind;
+  config.token = token;
+  config.world_id = "t";
+  config.limits.streams = streams;
+  config.limits.stripe_min_bytes = 4096;
+  config.limits.epoch = 1;
+  config.handshake_timeout = absl::Seconds(2);
+  return config;
+}
+
+Mesh Connect(int n, int streams, const std::string& bind = "127.0.0.1:0") {
+  Mesh mesh;
+  std::vector<PeerAddress> peers;
+  for (int r = 0; r < n; ++r) {
+    auto t = TcpTransport::Create(Config(bind, streams));
+    EXPECT_TRUE(t.ok()) << t.status();
+    peers.push_back(PeerAddress{r, (*t)->address(), absl::StrFormat("rank %d", r)});
+    mesh.transports.push_back(std::move(*t));
+  }
+  mesh.channels.resize(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      auto channels = mesh.transports[r]->ConnectAll(r, peers, absl::Now() + absl::Seconds(20));
+      ASSERT_TRUE(channels.ok()) << channels.status();
+      mesh.channels[r] = *channels;
+    });
+  }
+  for (auto& t : threads) t.join();
+  return mesh;
+}
+
+std::vector<uint8_t> Pattern(size_t bytes, uint8_t seed) {
+  std::vector<uint8_t> v(bytes);
+  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed);
+  return v;
+}
+
+class TcpTransportTest : public testing::TestWithParam<int> {};
+
+TEST_P(TcpTransportTest, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
+  const int streams = GetParam();
+  Mesh mesh = Connect(2, streams);
+  uint64_t total = 0;
+  for (size_t bytes : {size_t{0}, size_t{1}, size_t{4095}, size_t{4097}, size_t{1000003},
+                       size_t{8} << 20}) {
+    total += bytes;
+    const std::vector<uint8_t> a = Pattern(bytes, 1), b = Pattern(bytes, 2);
+    std::vector<uint8_t> got_a(bytes), got_b(bytes);
+    // Message a: receive posted first. Message b: sent first, so it arrives unexpected.
+    auto recv_a = mesh.channels[1][0]->Recv(100 + bytes, got_a.data(), bytes);
+    auto send_a = mesh.channels[0][1]->Send(100 + bytes, a.data(), bytes);
+    auto send_b = mesh.channels[1][0]->Send(200 + bytes, b.data(), bytes);
+    absl::SleepFor(absl::Milliseconds(20));
+    auto recv_b = mesh.channels[0][1]->Recv(200 + bytes, got_b.data(), bytes);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    for (auto& r : {recv_a, send_a, send_b, recv_b}) ASSERT_TRUE(r->Wait(deadline).ok());
+    EXPECT_EQ(got_a, a) << bytes;
+    EXPECT_EQ(got_b, b) << bytes;
+  }
+  EXPECT_EQ(mesh.channels[0][1]->stats().bytes_sent, total);
+  EXPECT_EQ(mesh.channels[1][0]->stats().bytes_received, total);
+  EXPECT_EQ(mesh.channels[0][1]->stats().messages_sent, 6u);
+}
+
+TEST_P(TcpTransportTest, ManyTagsInFlightFromSeveralThreads) {
+  Mesh mesh = Connect(3, GetParam());
+  constexpr int kMessages = 64;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<std::vector<uint8_t>> out, in;
+      std::vector<RequestPtr> pending;
+      for (int peer = 0; peer < 3; ++peer) {
+        if (peer == r) continue;
+        for (int m = 0; m < kMessages; ++m) {
+          const size_t bytes = 1 + (m * 7919) % 70000;
+          out.push_back(Pattern(bytes, static_cast<uint8_t>(r * 3 + m)));
+          pending.push_back(mesh.channels[r][peer]->Send(m, out.back().data(), bytes));
+          in.emplace_back(bytes);
+          pending.push_back(mesh.channels[r][peer]->Recv(m, in.back().data(), bytes));
+        }
+      }
+      for (auto& p : pending) ASSERT_TRUE(p->Wait(absl::Now() + absl::Seconds(30)).ok());
+      size_t i = 0;
+      for (int peer = 0; peer < 3; ++peer) {
+        if (peer == r) continue;
+        for (int m = 0; m < kMessages; ++m, ++i) {
+          EXPECT_EQ(in[i], Pattern(in[i].size(), static_cast<uint8_t>(peer * 3 + m)));
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+INSTANTIATE_TEST_SUITE_P(Streams, TcpTransportTest, testing::Values(1, 4));
+
+TEST(TcpTransport, WorksOverIpv6) {
+  auto probe = SocketAddress::Parse("[::1]:0");
+  ASSERT_TRUE(probe.ok());
+  if (!ListenTcp(*probe).ok()) GTEST_SKIP() << "no IPv6 loopback here";
+  Mesh mesh = Connect(2, 2, "[::1]:0");
+  EXPECT_TRUE(absl::StartsWith(mesh.transports[0]->address(), "[::1]:"));
+  std::vector<uint8_t> data = Pattern(1 << 20, 9), got(1 << 20);
+  auto r = mesh.channels[0][1]->Recv(1, got.data(), got.size());
+  ASSERT_TRUE(mesh.channels[1][0]->Send(1, data.data(), data.size())->Wait(absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE(r->Wait(absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_EQ(got, data);
+}
+
+TEST(TcpTransport, SizeMismatchFailsTheChannelNamingThePeer) {
+  Mesh mesh = Connect(2, 2);
+  std::vector<uint8_t> data(100), got(50);
+  auto recv = mesh.channels[1][0]->Recv(7, got.data(), got.size());
+  mesh.channels[0][1]->Send(7, data.data(), data.size());
+  absl::Status s = recv->Wait(absl::Now() + absl::Seconds(10));
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "rank 0")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "100 bytes")) << s;
+}
+
+TEST(TcpTransport, CloseFromAnotherThreadFailsPendingRequests) {
+  Mesh mesh = Connect(2, 2);
+  std::vector<uint8_t> got(10);
+  auto recv = mesh.channels[0][1]->Recv(1, got.data(), got.size());
+  std::thread closer([&] { mesh.channels[0][1]->Close(absl::CancelledError("closing")); });
+  absl::Status s = recv->Wait(absl::Now() + absl::Seconds(10));
+  closer.join();
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_TRUE(absl::IsCancelled(mesh.channels[0][1]->Send(2, got.data(), 1)->Wait(absl::Now() + absl::Seconds(10))));
+}
+
+TEST(TcpTransport, PeerThatDiesFailsReceivesWithItsName) {
+  Mesh mesh = Connect(2, 3);
+  std::vector<uint8_t> got(10);
+  auto recv = mesh.channels[0][1]->Recv(1, got.data(), got.size());
+  mesh.channels[1].clear();
+  mesh.transports[1].reset();  // Sockets close without a goodbye, as in a crash.
+  absl::Status s = recv->Wait(absl::Now() + absl::Seconds(10));
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "rank 1")) << s;
+}
+
+TEST(TcpTransport, GracefulShutdownDeliversEverythingInFlight) {
+  Mesh mesh = Connect(2, 2);
+  std::vector<uint8_t> data = Pattern(4 << 20, 3), got(4 << 20);
+  auto recv = mesh.channels[1][0]->Recv(5, got.data(), got.size());
+  auto send = mesh.channels[0][1]->Send(5, data.data(), data.size());
+  std::thread other([&] { mesh.transports[1]->Shutdown(absl::Now() + absl::Seconds(10)); });
+  mesh.transports[0]->Shutdown(absl::Now() + absl::Seconds(10));
+  other.join();
+  EXPECT_TRUE(send->Wait(absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_TRUE(recv->Wait(absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_EQ(got, data);
+}
+
+// Handshakes that are not from a peer of this world are refused, logged with the address, and
+// the transport keeps accepting the real peers.
+TEST(TcpTransport, RejectsBadHandshakesAndKeepsServing) {
+  auto victim = TcpTransport::Create(Config("127.0.0.1:0", 1));
+  ASSERT_TRUE(victim.ok());
+  auto address = SocketAddress::Parse((*victim)->address());
+  ASSERT_TRUE(address.ok());
+  using testing_util::Dial;
+  using testing_util::ReadUntilClosed;
+  using testing_util::SendBytes;
+  // Random bytes.
+  UniqueFd garbage = Dial(*address);
+  SendBytes(garbage.get(), std::vector<uint8_t>(200, 0x33));
+  EXPECT_TRUE(absl::StrContains(ReadUntilClosed(garbage.get()), "not an hmc frame"));
+  // An oversized length.
+  UniqueFd oversized = Dial(*address);
+  FrameHeader h;
+  h.type = FrameType::kPeerHello;
+  h.payload_bytes = uint64_t{1} << 50;
+  h.total_bytes = h.payload_bytes;
+  std::vector<uint8_t> header(kFrameHeaderBytes);
+  EncodeFrameHeader(h, std::span<uint8_t, kFrameHeaderBytes>(header.data(), kFrameHeaderBytes));
+  SendBytes(oversized.get(), header);
+  EXPECT_TRUE(absl::StrContains(ReadUntilClosed(oversized.get()), "exceeds the limit"));
+  // A truncated frame.
+  {
+    UniqueFd truncated = Dial(*address);
+    std::vector<uint8_t> frame = EncodeControlFrame(FrameType::kPeerHello, std::vector<uint8_t>(40, 2));
+    frame.resize(frame.size() - 5);
+    SendBytes(truncated.get(), frame);
+    shutdown(truncated.get(), SHUT_WR);
+    ReadUntilClosed(truncated.get());
+  }
+  // A peer with the wrong token.
+  auto intruder = TcpTransport::Create(Config("127.0.0.1:0", 1, "wrong-token"));
+  ASSERT_TRUE(intruder.ok());
+  std::vector<PeerAddress> peers = {{0, (*victim)->address(), "rank 0"},
+                                    {1, (*intruder)->address(), "rank 1"}};
+  auto refused = (*intruder)->ConnectAll(1, peers, absl::Now() + absl::Seconds(3));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "wrong token")) << refused.status();
+  // The real peer still connects and talks.
+  auto friendly = TcpTransport::Create(Config("127.0.0.1:0", 1));
+  ASSERT_TRUE(friendly.ok());
+  peers[1].address = (*friendly)->address();
+  std::thread accept_side([&] {
+    auto channels = (*victim)->ConnectAll(0, peers, absl::Now() + absl::Seconds(10));
+    ASSERT_TRUE(channels.ok()) << channels.status();
+    uint32_t value = 0;
+    ASSERT_TRUE((*channels)[1]->Recv(1, &value, 4)->Wait(absl::Now() + absl::Seconds(10)).ok());
+    EXPECT_EQ(value, 0xfeedu);
+  });
+  auto channels = (*friendly)->ConnectAll(1, peers, absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(channels.ok()) << channels.status();
+  const uint32_t value = 0xfeed;
+  EXPECT_TRUE((*channels)[0]->Send(1, &value, 4)->Wait(absl::Now() + absl::Seconds(10)).ok());
+  accept_side.join();
+  std::string all;
+  for (const std::string& r : (*victim)->rejections()) all += r + "\n";
+  EXPECT_TRUE(absl::StrContains(all, "not an hmc frame")) << all;
+  EXPECT_TRUE(absl::StrContains(all, "exceeds the limit")) << all;
+  EXPECT_TRUE(absl::StrContains(all, "closed inside a frame")) << all;
+  EXPECT_TRUE(absl::StrContains(all, "wrong token")) << all;
+  EXPECT_TRUE(absl::StrContains(all, "127.0.0.1:")) << all;
+}
+
+}  // namespace
+}  // namespace hmc
