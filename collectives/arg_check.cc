@@ -58,8 +58,7 @@ const Field kFields[] = {
        std::memcpy(&count, raw + 8, 8);
        return absl::StrCat(count);
      }},
-    {"buffers",
-     [](const uint8_t* raw) -> std::string { return raw[16] != 0 ? "invalid" : "ok"; }},
+    {"buffers", [](const uint8_t* raw) -> std::string { return raw[16] != 0 ? "invalid" : "ok"; }},
 };
 
 }  // namespace
@@ -101,8 +100,8 @@ absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine) 
   for (size_t f = 0; f < std::size(kFields); ++f) {
     bool differs = false;
     for (int peer = 1; peer < n; ++peer) {
-      differs |= std::memcmp(all + offsets[f], all + kDescriptorBytes * peer + offsets[f],
-                             sizes[f]) != 0;
+      differs |=
+          std::memcmp(all + offsets[f], all + kDescriptorBytes * peer + offsets[f], sizes[f]) != 0;
     }
     if (!differs) continue;
     std::vector<std::string> values;

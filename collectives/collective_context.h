@@ -19,8 +19,8 @@ enum class Phase : uint8_t {
   kReduceScatter = 2,
   kAllGather = 3,
   kBroadcast = 4,
-  kFold = 5,     // Halving-doubling: extra ranks hand their data to a partner...
-  kUnfold = 6,   // ...and get the result back.
+  kFold = 5,    // Halving-doubling: extra ranks hand their data to a partner...
+  kUnfold = 6,  // ...and get the result back.
   kHalving = 7,
   kDoubling = 8,
 };

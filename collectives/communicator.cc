@@ -33,9 +33,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   absl::StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
   if (!client.ok()) return client.status();
   TcpTransportConfig config;
-  config.bind = options.bind_addr.empty()
-                    ? SocketAddress((*client)->local_address()).ToString()
-                    : options.bind_addr;
+  config.bind = options.bind_addr.empty() ? SocketAddress((*client)->local_address()).ToString()
+                                          : options.bind_addr;
   if (options.bind_addr.empty()) {
     // The interface that reaches the coordinator, any port.
     SocketAddress local = (*client)->local_address();
@@ -45,6 +44,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   config.token = options.token;
   config.world_id = options.world_id;
   config.socket_buffer_bytes = options.socket_buffer_bytes;
+  config.local_sockets = options.local_sockets;
   config.max_unexpected_bytes = static_cast<uint64_t>(options.max_unexpected_bytes);
   config.limits.streams = static_cast<int>(options.streams);
   config.limits.stripe_min_bytes = static_cast<uint64_t>(options.stripe_min_bytes);
@@ -130,8 +130,8 @@ absl::Status Communicator::CheckBuffers(const Buffer& in, const Buffer& out, siz
     return absl::UnimplementedError("device buffers need the CUDA layer; pass host buffers");
   }
   if (in.dtype != out.dtype) {
-    return absl::InvalidArgumentError(absl::StrFormat("input is %s but output is %s",
-                                                      DTypeName(in.dtype), DTypeName(out.dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("input is %s but output is %s", DTypeName(in.dtype), DTypeName(out.dtype)));
   }
   if (in.count != in_count || out.count != out_count) {
     return absl::InvalidArgumentError(
@@ -158,10 +158,10 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
   report.algorithm = std::move(algorithm_name);
   descriptor.locally_invalid = !local_check.ok();
   if (!local_check.ok() && !options_.check_args) {
-    work->Complete(absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s",
-                                                                    report.name, rank_,
-                                                                    local_check.message())),
-                   report);
+    work->Complete(
+        absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s", report.name, rank_,
+                                                         local_check.message())),
+        report);
     return work;
   }
   const absl::Duration timeout =
@@ -169,15 +169,14 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
   pool_->Submit([this, work, sequence, descriptor, local_check, report, timeout,
                  algorithm = std::move(algorithm)]() mutable {
     if (absl::Status broken = health(); !broken.ok()) {
-      work->Complete(absl::FailedPreconditionError(absl::StrFormat(
-                         "%s on rank %d: communicator unusable: %s", report.name, rank_,
-                         broken.message())),
-                     report);
+      work->Complete(
+          absl::FailedPreconditionError(absl::StrFormat("%s on rank %d: communicator unusable: %s",
+                                                        report.name, rank_, broken.message())),
+          report);
       return;
     }
-    CollectiveContext ctx(rank_, size(), &channels_, sequence, report.name,
-                          absl::Now() + timeout, static_cast<size_t>(options_.chunk_bytes),
-                          &scratch_);
+    CollectiveContext ctx(rank_, size(), &channels_, sequence, report.name, absl::Now() + timeout,
+                          static_cast<size_t>(options_.chunk_bytes), &scratch_);
     const absl::Time start = absl::Now();
     absl::Status checked;
     if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier) {
@@ -220,8 +219,12 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
   if (check.ok() && algo != "ring" && algo != "halving_doubling") {
     check = absl::InvalidArgumentError(absl::StrFormat("unknown all-reduce algorithm '%s'", algo));
   }
-  CallDescriptor d{CollectiveKind::kAllReduce, in.dtype, op,
-                   static_cast<uint8_t>(algo == "ring" ? 1 : 2), 0, in.count};
+  CallDescriptor d{CollectiveKind::kAllReduce,
+                   in.dtype,
+                   op,
+                   static_cast<uint8_t>(algo == "ring" ? 1 : 2),
+                   0,
+                   in.count};
   const bool ring = algo == "ring";
   return Launch(d, check, algo, call, [=, this](CollectiveContext& ctx) {
     if (in.count == 0) return absl::OkStatus();
@@ -234,8 +237,8 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
   });
 }
 
-std::shared_ptr<Work> Communicator::ReduceScatter(const Buffer& in, const Buffer& out,
-                                                  ReduceOp op, const CallOptions& call) {
+std::shared_ptr<Work> Communicator::ReduceScatter(const Buffer& in, const Buffer& out, ReduceOp op,
+                                                  const CallOptions& call) {
   absl::Status check = CheckBuffers(in, out, out.count * size(), out.count);
   CallDescriptor d{CollectiveKind::kReduceScatter, in.dtype, op, 1, 0, out.count};
   return Launch(d, check, "ring", call, [=](CollectiveContext& ctx) {

@@ -25,8 +25,8 @@ namespace hmc {
 
 // Per-call overrides of the communicator's options.
 struct CallOptions {
-  std::string algo;                                // Empty: the communicator's `algo`.
-  absl::Duration timeout = absl::ZeroDuration();   // Zero: the communicator's `timeout`.
+  std::string algo;                               // Empty: the communicator's `algo`.
+  absl::Duration timeout = absl::ZeroDuration();  // Zero: the communicator's `timeout`.
 };
 
 // A group of ranks that run collectives together. Every rank must issue the same collectives in

@@ -54,13 +54,13 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, const void* in, vo
       const size_t keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
       const size_t give_lo = keep_low ? mid : lo, give_hi = keep_low ? hi : mid;
       parents.push_back(Parent{lo, hi, keep_low});
-      auto sent = ctx.Send(partner, Phase::kHalving, step, 0, acc + give_lo * es,
-                           (give_hi - give_lo) * es);
+      auto sent =
+          ctx.Send(partner, Phase::kHalving, step, 0, acc + give_lo * es, (give_hi - give_lo) * es);
       auto received = ctx.Recv(partner, Phase::kHalving, step, 0, incoming + keep_lo * es,
                                (keep_hi - keep_lo) * es);
       if (absl::Status s = ctx.Wait(received); !s.ok()) return s;
-      ReduceHost(acc + keep_lo * es, acc + keep_lo * es, incoming + keep_lo * es,
-                 keep_hi - keep_lo, acc_type, op);
+      ReduceHost(acc + keep_lo * es, acc + keep_lo * es, incoming + keep_lo * es, keep_hi - keep_lo,
+                 acc_type, op);
       if (absl::Status s = ctx.Wait(sent); !s.ok()) return s;
       lo = keep_lo;
       hi = keep_hi;

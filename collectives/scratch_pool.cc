@@ -27,8 +27,9 @@ void ScratchPool::Release(Block block) {
   free_.push_back(std::move(block));
   constexpr size_t kMaxBlocks = 16;
   if (free_.size() > kMaxBlocks) {
-    auto smallest = std::min_element(free_.begin(), free_.end(),
-                                     [](const Block& a, const Block& b) { return a.bytes < b.bytes; });
+    auto smallest =
+        std::min_element(free_.begin(), free_.end(),
+                         [](const Block& a, const Block& b) { return a.bytes < b.bytes; });
     free_.erase(smallest);
   }
 }

@@ -13,8 +13,8 @@ namespace hmc {
 
 // What a finished collective reports.
 struct CollectiveReport {
-  std::string name;        // "allreduce #12".
-  std::string algorithm;   // "ring", "halving_doubling", "chain", "direct".
+  std::string name;       // "allreduce #12".
+  std::string algorithm;  // "ring", "halving_doubling", "chain", "direct".
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
   absl::Duration check_time;  // Argument check (one round trip).

@@ -24,9 +24,8 @@ void WorkerPool::Run() {
     std::function<void()> task;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !tasks_.empty();
-      };
+      auto ready = [this]()
+                       ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || !tasks_.empty(); };
       mu_.Await(absl::Condition(&ready));
       if (tasks_.empty()) return;
       task = std::move(tasks_.front());

@@ -6,8 +6,8 @@
 #include <openssl/rand.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 
 namespace hmc {
 

@@ -1,9 +1,10 @@
 #ifndef HMC_CORE_AUTH_H_
 #define HMC_CORE_AUTH_H_
 
-#include <string>
-#include "absl/strings/string_view.h"
 #include <initializer_list>
+#include <string>
+
+#include "absl/strings/string_view.h"
 
 namespace hmc {
 

@@ -164,8 +164,8 @@ void Coordinator::Send(Connection& c, FrameType type, const std::vector<uint8_t>
 
 void Coordinator::Flush(Connection& c) {
   while (c.out_offset < c.out.size()) {
-    const ssize_t n = send(c.fd.get(), c.out.data() + c.out_offset, c.out.size() - c.out_offset,
-                           MSG_NOSIGNAL);
+    const ssize_t n =
+        send(c.fd.get(), c.out.data() + c.out_offset, c.out.size() - c.out_offset, MSG_NOSIGNAL);
     if (n > 0) {
       c.out_offset += static_cast<size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
@@ -256,8 +256,8 @@ void Coordinator::Reject(Connection& c, const std::string& reason) {
 absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
   if (c.rank < 0) {
     if (frame.header.type != FrameType::kJoin) {
-      return absl::FailedPreconditionError(absl::StrFormat(
-          "expected a join frame first, got %s", FrameTypeName(frame.header.type)));
+      return absl::FailedPreconditionError(
+          absl::StrFormat("expected a join frame first, got %s", FrameTypeName(frame.header.type)));
     }
     return HandleJoin(c, frame);
   }
@@ -293,23 +293,22 @@ absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
     case FrameType::kKvGet: {
       absl::StatusOr<KvMessage> m = KvMessage::Parse(frame.payload);
       if (!m.ok()) return m.status();
-      pending_gets_.push_back(PendingGet{c.fd.get(), m->request, m->key,
-                                         absl::Now() + absl::Milliseconds(m->wait_ms)});
+      pending_gets_.push_back(
+          PendingGet{c.fd.get(), m->request, m->key, absl::Now() + absl::Milliseconds(m->wait_ms)});
       AnswerGets(m->key);
       return absl::OkStatus();
     }
     default:
-      return absl::FailedPreconditionError(
-          absl::StrFormat("unexpected %s frame from a joined rank", FrameTypeName(frame.header.type)));
+      return absl::FailedPreconditionError(absl::StrFormat("unexpected %s frame from a joined rank",
+                                                           FrameTypeName(frame.header.type)));
   }
 }
 
 absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
   absl::StatusOr<JoinRequest> join = JoinRequest::Parse(frame.payload);
   if (!join.ok()) return join.status();
-  const std::string expected = ComputeProof(config_.token, kJoinLabel,
-                                            {join->world_id, c.nonce, join->nonce,
-                                             absl::StrCat(join->rank)});
+  const std::string expected = ComputeProof(
+      config_.token, kJoinLabel, {join->world_id, c.nonce, join->nonce, absl::StrCat(join->rank)});
   if (!ProofsEqual(expected, join->proof)) {
     return absl::PermissionDeniedError("authentication failed: wrong token");
   }
@@ -327,17 +326,17 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
   {
     absl::MutexLock lock(&mu_);
     if (table_.epoch > 0 || joined_ == config_.world_size) {
-      return absl::ResourceExhaustedError(absl::StrFormat(
-          "world '%s' is full (%d of %d ranks joined)", config_.world_id, joined_,
-          config_.world_size));
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("world '%s' is full (%d of %d ranks joined)", config_.world_id, joined_,
+                          config_.world_size));
     }
     if (rank >= config_.world_size || rank < -1) {
-      return absl::InvalidArgumentError(absl::StrFormat("rank %d is outside a world of %d ranks",
-                                                        rank, config_.world_size));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("rank %d is outside a world of %d ranks", rank, config_.world_size));
     }
     if (rank >= 0 && rank_fd_[rank] >= 0) {
-      return absl::AlreadyExistsError(absl::StrFormat(
-          "duplicate rank %d: already taken by %s", rank, connections_[rank_fd_[rank]]->peer));
+      return absl::AlreadyExistsError(absl::StrFormat("duplicate rank %d: already taken by %s",
+                                                      rank, connections_[rank_fd_[rank]]->peer));
     }
     if (rank < 0) {
       // First come: the lowest rank that nobody asked for explicitly yet.

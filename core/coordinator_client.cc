@@ -25,7 +25,8 @@ CoordinatorClient::CoordinatorClient(const Options& options, UniqueFd fd, Socket
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
     const Options& options) {
   if (options.coordinator.empty()) {
-    return absl::InvalidArgumentError("no coordinator address (set HMC_COORDINATOR or --coordinator)");
+    return absl::InvalidArgumentError(
+        "no coordinator address (set HMC_COORDINATOR or --coordinator)");
   }
   absl::StatusOr<SocketAddress> address = SocketAddress::Parse(options.coordinator);
   if (!address.ok()) return address.status();
@@ -40,17 +41,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
     backoff = std::min(backoff * 2, absl::Milliseconds(500));
   }
   if (!fd.ok()) {
-    return absl::UnavailableError(absl::StrFormat("coordinator %s: %s", options.coordinator,
-                                                  fd.status().message()));
+    return absl::UnavailableError(
+        absl::StrFormat("coordinator %s: %s", options.coordinator, fd.status().message()));
   }
   absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(fd->get());
   if (!local.ok()) return local.status();
   absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
   if (!challenge.ok() || challenge->header.type != FrameType::kChallenge) {
-    return absl::UnavailableError(absl::StrFormat(
-        "coordinator %s: no valid challenge: %s", options.coordinator,
-        challenge.ok() ? std::string(FrameTypeName(challenge->header.type))
-                       : std::string(challenge.status().message())));
+    return absl::UnavailableError(
+        absl::StrFormat("coordinator %s: no valid challenge: %s", options.coordinator,
+                        challenge.ok() ? std::string(FrameTypeName(challenge->header.type))
+                                       : std::string(challenge.status().message())));
   }
   absl::StatusOr<std::string> nonce = ParseString(challenge->payload);
   if (!nonce.ok()) return nonce.status();
@@ -78,14 +79,14 @@ absl::Status CoordinatorClient::Join(const std::string& transport_address, absl:
   }
   absl::StatusOr<Frame> reply = ReadControlFrame(fd_.get(), deadline);
   if (!reply.ok()) {
-    return absl::UnavailableError(
-        absl::StrFormat("coordinator %s: no answer to join: %s", coordinator_, reply.status().message()));
+    return absl::UnavailableError(absl::StrFormat("coordinator %s: no answer to join: %s",
+                                                  coordinator_, reply.status().message()));
   }
   if (reply->header.type == FrameType::kError) {
     absl::StatusOr<std::string> message = ParseString(reply->payload);
-    return absl::PermissionDeniedError(absl::StrFormat(
-        "coordinator %s refused to join: %s", coordinator_,
-        message.ok() ? *message : std::string("(unreadable error)")));
+    return absl::PermissionDeniedError(
+        absl::StrFormat("coordinator %s refused to join: %s", coordinator_,
+                        message.ok() ? *message : std::string("(unreadable error)")));
   }
   if (reply->header.type != FrameType::kWelcome) {
     return absl::DataLossError(absl::StrFormat("coordinator %s: unexpected %s frame", coordinator_,
@@ -162,16 +163,16 @@ void CoordinatorClient::Run() {
       if (!left) {
         if (absl::Status s = Write(FrameType::kHeartbeat, {}, now + options_.heartbeat_timeout);
             !s.ok()) {
-          Shutdown(absl::UnavailableError(absl::StrFormat(
-              "lost the coordinator %s: %s", coordinator_, s.message())));
+          Shutdown(absl::UnavailableError(
+              absl::StrFormat("lost the coordinator %s: %s", coordinator_, s.message())));
           return;
         }
       }
       next_heartbeat = now + options_.heartbeat_interval;
     }
     pollfd p{fd_.get(), POLLIN, 0};
-    const int timeout = static_cast<int>(std::clamp<int64_t>(
-        absl::ToInt64Milliseconds(next_heartbeat - absl::Now()), 1, 100));
+    const int timeout = static_cast<int>(
+        std::clamp<int64_t>(absl::ToInt64Milliseconds(next_heartbeat - absl::Now()), 1, 100));
     if (poll(&p, 1, timeout) <= 0) continue;
     const ssize_t n = recv(fd_.get(), buffer, sizeof(buffer), 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
@@ -225,13 +226,12 @@ void CoordinatorClient::Run() {
 
 absl::StatusOr<PeerTable> CoordinatorClient::WaitForPeers(absl::Time deadline) {
   absl::MutexLock lock(&mu_);
-  auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return table_.has_value() || !broken_.ok();
-  };
+  auto ready = [this]()
+                   ABSL_SHARED_LOCKS_REQUIRED(mu_) { return table_.has_value() || !broken_.ok(); };
   if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
-    return absl::DeadlineExceededError(absl::StrFormat(
-        "rank %d: timed out waiting for all %d ranks to join coordinator %s", rank_, world_size_,
-        coordinator_));
+    return absl::DeadlineExceededError(
+        absl::StrFormat("rank %d: timed out waiting for all %d ranks to join coordinator %s", rank_,
+                        world_size_, coordinator_));
   }
   if (!table_.has_value()) return broken_;
   return *table_;
@@ -259,16 +259,15 @@ absl::StatusOr<std::string> CoordinatorClient::Request(FrameType type, const std
     return answers_[m.request].has_value() || !broken_.ok();
   };
   // The server answers a Get at its deadline; allow a second for the answer to arrive.
-  const bool done =
-      written.ok() && mu_.AwaitWithDeadline(absl::Condition(&answered), deadline + absl::Seconds(1));
+  const bool done = written.ok() &&
+                    mu_.AwaitWithDeadline(absl::Condition(&answered), deadline + absl::Seconds(1));
   std::optional<std::pair<bool, std::string>> answer = answers_[m.request];
   answers_.erase(m.request);
   if (!written.ok()) return written;
   if (!broken_.ok()) return broken_;
   if (!done || !answer.has_value() || !answer->first) {
-    return absl::DeadlineExceededError(
-        absl::StrFormat("key '%s' not available from coordinator %s before the deadline", key,
-                        coordinator_));
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "key '%s' not available from coordinator %s before the deadline", key, coordinator_));
   }
   return answer->second;
 }

@@ -44,7 +44,7 @@ struct Welcome {
 struct KvMessage {
   uint64_t request = 0;
   std::string key;
-  std::string value;  // KvPut: the value; KvValue: the value found.
+  std::string value;    // KvPut: the value; KvValue: the value found.
   int64_t wait_ms = 0;  // KvGet: how long the server may hold the request.
   bool found = false;   // KvValue.
 

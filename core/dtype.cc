@@ -47,11 +47,11 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
     DType dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"float", DType::kF32},     {"f32", DType::kF32},   {"half", DType::kF16},
-      {"f16", DType::kF16},       {"bfloat16", DType::kBF16}, {"bf16", DType::kBF16},
-      {"double", DType::kF64},    {"f64", DType::kF64},   {"int32", DType::kI32},
-      {"i32", DType::kI32},       {"int64", DType::kI64}, {"i64", DType::kI64},
-      {"uint8", DType::kU8},      {"u8", DType::kU8}};
+      {"float", DType::kF32},  {"f32", DType::kF32},       {"half", DType::kF16},
+      {"f16", DType::kF16},    {"bfloat16", DType::kBF16}, {"bf16", DType::kBF16},
+      {"double", DType::kF64}, {"f64", DType::kF64},       {"int32", DType::kI32},
+      {"i32", DType::kI32},    {"int64", DType::kI64},     {"i64", DType::kI64},
+      {"uint8", DType::kU8},   {"u8", DType::kU8}};
   for (const Alias& alias : kAliases) {
     if (alias.name == name) return alias.dtype;
   }

@@ -147,8 +147,8 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(std::span<const uint8_t, kFrameHea
   if (header.stripes == 0 || header.stripe >= header.stripes ||
       header.payload_bytes > header.total_bytes) {
     return absl::DataLossError(absl::StrFormat(
-        "inconsistent frame: stripe %d of %d, %d payload bytes of a %d-byte message",
-        header.stripe, header.stripes, header.payload_bytes, header.total_bytes));
+        "inconsistent frame: stripe %d of %d, %d payload bytes of a %d-byte message", header.stripe,
+        header.stripes, header.payload_bytes, header.total_bytes));
   }
   return header;
 }

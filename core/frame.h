@@ -4,15 +4,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace hmc {
 
 // Every byte hmc sends travels in frames: a fixed 48-byte little-endian header, then the payload.
-// The header carries its own checksum; control payloads carry one too (data payloads rely on TCP's).
-// Magic and version sit first so that any future layout can still be told apart and named.
+// The header carries its own checksum; control payloads carry one too (data payloads rely on
+// TCP's). Magic and version sit first so that any future layout can still be told apart and named.
 inline constexpr uint32_t kFrameMagic = 0x31434d48;  // "HMC1"
 inline constexpr uint16_t kProtocolVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 48;
@@ -21,11 +21,11 @@ inline constexpr uint64_t kMaxControlPayloadBytes = 16 << 20;
 
 enum class FrameType : uint8_t {
   // Coordinator protocol.
-  kChallenge = 1,   // server -> client: nonce.
-  kJoin = 2,        // client -> server: identity, address, HMAC proof.
-  kWelcome = 3,     // server -> client: rank, world, server proof.
-  kError = 4,       // either way: a message, then the connection closes.
-  kPeerTable = 5,   // server -> client: epoch and every live peer.
+  kChallenge = 1,  // server -> client: nonce.
+  kJoin = 2,       // client -> server: identity, address, HMAC proof.
+  kWelcome = 3,    // server -> client: rank, world, server proof.
+  kError = 4,      // either way: a message, then the connection closes.
+  kPeerTable = 5,  // server -> client: epoch and every live peer.
   kKvPut = 6,
   kKvGet = 7,
   kKvValue = 8,
@@ -45,8 +45,8 @@ struct FrameHeader {
   uint8_t flags = 0;
   uint64_t tag = 0;
   uint32_t epoch = 0;
-  uint16_t stripe = 0;   // This frame's stripe of a message striped over several streams.
-  uint16_t stripes = 1;  // How many stripes the message has.
+  uint16_t stripe = 0;       // This frame's stripe of a message striped over several streams.
+  uint16_t stripes = 1;      // How many stripes the message has.
   uint64_t total_bytes = 0;  // Length of the whole message (all stripes).
   uint64_t payload_bytes = 0;
   uint32_t payload_crc = 0;

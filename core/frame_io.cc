@@ -16,7 +16,8 @@ std::vector<uint8_t> EncodeControlFrame(FrameType type, std::span<const uint8_t>
   header.payload_crc = Checksum(payload);
   std::vector<uint8_t> bytes(kFrameHeaderBytes + payload.size());
   EncodeFrameHeader(header, std::span<uint8_t, kFrameHeaderBytes>(bytes.data(), kFrameHeaderBytes));
-  if (!payload.empty()) std::memcpy(bytes.data() + kFrameHeaderBytes, payload.data(), payload.size());
+  if (!payload.empty())
+    std::memcpy(bytes.data() + kFrameHeaderBytes, payload.data(), payload.size());
   return bytes;
 }
 

@@ -33,7 +33,7 @@ uint16_t FloatToHalf(float value) {
   const uint32_t f = std::bit_cast<uint32_t>(value);
   const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000u);
   const uint32_t abs = f & 0x7fffffffu;
-  if (abs > 0x7f800000u) return sign | 0x7e00u;  // NaN stays a quiet NaN.
+  if (abs > 0x7f800000u) return sign | 0x7e00u;   // NaN stays a quiet NaN.
   if (abs >= 0x477ff000u) return sign | 0x7c00u;  // Rounds to a value beyond 65504: infinity.
   if (abs < 0x38800000u) {
     // Result is subnormal or zero: add 0.5 in float arithmetic lets the FPU do the rounding.

@@ -32,6 +32,8 @@ const OptionSpec kOptionTable[] = {
     {"bind_addr", &Options::bind_addr,
      "Address the transport listens on; empty: the local address that reaches the coordinator."},
     {"streams", &Options::streams, "TCP connections per peer; large messages are striped."},
+    {"local_sockets", &Options::local_sockets,
+     "Peers in the same network namespace (same host) connect over Unix domain sockets."},
     {"socket_buffer_bytes", &Options::socket_buffer_bytes,
      "SO_SNDBUF/SO_RCVBUF per socket; 0 keeps kernel autotuning."},
     {"stripe_min_bytes", &Options::stripe_min_bytes,
@@ -50,7 +52,8 @@ const OptionSpec kOptionTable[] = {
     {"timeout", &Options::timeout, "Default deadline of a collective (e.g. 300s)."},
     {"connect_timeout", &Options::connect_timeout,
      "Deadline for joining the coordinator and connecting to every peer."},
-    {"heartbeat_interval", &Options::heartbeat_interval, "How often a rank tells the coordinator it lives."},
+    {"heartbeat_interval", &Options::heartbeat_interval,
+     "How often a rank tells the coordinator it lives."},
     {"heartbeat_timeout", &Options::heartbeat_timeout,
      "Silence after which the coordinator declares a rank failed."},
 };
@@ -150,8 +153,7 @@ absl::Status Options::Set(absl::string_view name, absl::string_view value) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> Options::ApplyFlags(
-    const std::vector<std::string>& args) {
+absl::StatusOr<std::vector<std::string>> Options::ApplyFlags(const std::vector<std::string>& args) {
   std::vector<std::string> rest;
   for (const std::string& arg : args) {
     absl::string_view view = arg;

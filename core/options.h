@@ -3,31 +3,32 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace hmc {
 
 // Every tunable of the runtime, each with one name. The name `foo_bar` is read from the environment
-// variable HMC_FOO_BAR (as hmcrun sets them) and from the flag --foo_bar=VALUE; a flag wins over the
-// environment. kOptionTable below documents each one; the README's option table is printed from it
-// by `hmc-perf --help-options`.
+// variable HMC_FOO_BAR (as hmcrun sets them) and from the flag --foo_bar=VALUE; a flag wins over
+// the environment. kOptionTable below documents each one; the README's option table is printed from
+// it by `hmc-perf --help-options`.
 struct Options {
   // Bootstrap.
-  std::string coordinator;      // host:port of the coordinator.
-  std::string token;            // Shared secret; empty means no authentication.
+  std::string coordinator;  // host:port of the coordinator.
+  std::string token;        // Shared secret; empty means no authentication.
   std::string world_id = "hmc";
-  int64_t world_size = 0;       // 0: taken from the coordinator.
-  int64_t rank = -1;            // -1: first come, first served.
+  int64_t world_size = 0;  // 0: taken from the coordinator.
+  int64_t rank = -1;       // -1: first come, first served.
   std::string zone = "default";
-  std::string bind_addr;        // Empty: the local address that reaches the coordinator.
+  std::string bind_addr;  // Empty: the local address that reaches the coordinator.
 
   // Transport.
   int64_t streams = 4;                   // TCP connections per peer.
+  bool local_sockets = true;             // Unix domain sockets to peers in this network namespace.
   int64_t socket_buffer_bytes = 0;       // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning.
   int64_t stripe_min_bytes = 256 << 10;  // Messages below this go on one stream.
   int64_t max_frame_bytes = int64_t{1} << 32;

@@ -27,7 +27,8 @@ absl::StatusOr<PeerTable> PeerTable::Parse(std::span<const uint8_t> bytes) {
   table.epoch = r.Get<uint32_t>();
   table.world_size = r.Get<int32_t>();
   const uint32_t count = r.Get<uint32_t>();
-  if (count > 1u << 20 || table.world_size < 0 || count != static_cast<uint32_t>(table.world_size)) {
+  if (count > 1u << 20 || table.world_size < 0 ||
+      count != static_cast<uint32_t>(table.world_size)) {
     return absl::DataLossError("peer table: inconsistent peer count");
   }
   for (uint32_t i = 0; i < count; ++i) {

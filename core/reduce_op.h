@@ -2,9 +2,9 @@
 #define HMC_CORE_REDUCE_OP_H_
 
 #include <cstdint>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace hmc {
 

@@ -6,9 +6,11 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "absl/strings/numbers.h"
@@ -188,6 +190,59 @@ absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time dea
     }
   }
   if (absl::Status s = SetNoDelay(fd.get()); !s.ok()) return s;
+  return fd;
+}
+
+namespace {
+
+absl::StatusOr<sockaddr_un> AbstractAddress(const std::string& name, socklen_t* length) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (name.empty() || name.size() + 1 > sizeof(address.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrFormat("bad local socket name '%s'", name));
+  }
+  // sun_path[0] = '\0' selects the abstract namespace; the name is not NUL-terminated.
+  std::memcpy(address.sun_path + 1, name.data(), name.size());
+  *length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  return address;
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name, int64_t buffer_bytes) {
+  socklen_t length = 0;
+  absl::StatusOr<sockaddr_un> address = AbstractAddress(abstract_name, &length);
+  if (!address.ok()) return address.status();
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Errno("socket(AF_UNIX)");
+  if (absl::Status s = SetBufferSizes(fd.get(), buffer_bytes); !s.ok()) return s;
+  if (bind(fd.get(), reinterpret_cast<const sockaddr*>(&*address), length) != 0) {
+    return Errno(absl::StrFormat("bind local:%s", abstract_name));
+  }
+  if (listen(fd.get(), 1024) != 0) return Errno("listen");
+  return fd;
+}
+
+absl::StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name, absl::Time deadline,
+                                     int64_t buffer_bytes) {
+  socklen_t length = 0;
+  absl::StatusOr<sockaddr_un> address = AbstractAddress(abstract_name, &length);
+  if (!address.ok()) return address.status();
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Errno("socket(AF_UNIX)");
+  if (absl::Status s = SetBufferSizes(fd.get(), buffer_bytes); !s.ok()) return s;
+  const std::string what = absl::StrFormat("connect to local:%s", abstract_name);
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&*address), length) != 0) {
+    if (errno != EAGAIN && errno != EINPROGRESS) return Errno(what);
+    if (absl::Status s = WaitReady(fd.get(), POLLOUT, deadline, what); !s.ok()) return s;
+    int error = 0;
+    socklen_t len = sizeof(error);
+    getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &len);
+    if (error != 0) {
+      errno = error;
+      return Errno(what);
+    }
+  }
   return fd;
 }
 

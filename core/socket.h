@@ -6,10 +6,10 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
 namespace hmc {
@@ -64,6 +64,12 @@ absl::StatusOr<UniqueFd> ListenTcp(const SocketAddress& address, int backlog = 5
 // `buffer_bytes` > 0 sets SO_SNDBUF/SO_RCVBUF before connecting, so the window scale fits them.
 absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time deadline,
                                     int64_t buffer_bytes = 0);
+
+// Unix domain stream sockets in Linux's abstract namespace, which is scoped to the network
+// namespace: a name is reachable exactly by processes that share this host's network stack.
+absl::StatusOr<UniqueFd> ListenUnix(const std::string& abstract_name, int64_t buffer_bytes = 0);
+absl::StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name, absl::Time deadline,
+                                     int64_t buffer_bytes = 0);
 
 absl::Status SetNonBlocking(int fd);
 absl::Status SetNoDelay(int fd);

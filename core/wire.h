@@ -5,8 +5,9 @@
 #include <cstring>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
+
+#include "absl/strings/string_view.h"
 
 namespace hmc {
 

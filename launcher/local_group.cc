@@ -64,8 +64,8 @@ absl::StatusOr<int> RunLocalGroup(const LocalGroupSpec& spec) {
     if (now >= deadline) {
       for (Process& p : ranks) p.Signal(SIGKILL);
       for (Process& p : ranks) p.Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
-      return absl::DeadlineExceededError(
-          absl::StrFormat("the group ran past its timeout of %s", absl::FormatDuration(spec.timeout)));
+      return absl::DeadlineExceededError(absl::StrFormat("the group ran past its timeout of %s",
+                                                         absl::FormatDuration(spec.timeout)));
     }
     absl::SleepFor(absl::Milliseconds(5));
   }

@@ -13,7 +13,7 @@ namespace hmc {
 struct LocalGroupSpec {
   std::vector<std::string> argv;  // The program every rank runs.
   int ranks = 1;
-  Options options;                // Passed to every rank as HMC_* variables.
+  Options options;  // Passed to every rank as HMC_* variables.
   // Zone of each rank (cycled); empty: everyone in options.zone.
   std::vector<std::string> zones;
   absl::Duration timeout = absl::Minutes(10);

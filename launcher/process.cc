@@ -1,7 +1,7 @@
 #include "launcher/process.h"
 
-#include <signal.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -34,7 +34,8 @@ absl::StatusOr<Process> Process::Spawn(const std::vector<std::string>& argv,
   for (const std::string& entry : env) {
     const size_t eq = entry.find('=');
     if (eq == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrFormat("environment entry '%s' has no '='", entry));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("environment entry '%s' has no '='", entry));
     }
     merged[entry.substr(0, eq)] = entry;
   }

@@ -45,10 +45,20 @@ bool ParseSize(const std::string& text, uint64_t* out) {
   std::string digits = text;
   if (!digits.empty()) {
     switch (digits.back()) {
-      case 'K': case 'k': multiplier = 1ull << 10; break;
-      case 'M': case 'm': multiplier = 1ull << 20; break;
-      case 'G': case 'g': multiplier = 1ull << 30; break;
-      default: break;
+      case 'K':
+      case 'k':
+        multiplier = 1ull << 10;
+        break;
+      case 'M':
+      case 'm':
+        multiplier = 1ull << 20;
+        break;
+      case 'G':
+      case 'g':
+        multiplier = 1ull << 30;
+        break;
+      default:
+        break;
     }
     if (multiplier != 1) digits.pop_back();
   }
@@ -196,7 +206,9 @@ int RunRank(const Options& options, const PerfArgs& a) {
       }
     }
   }
-  if (rank == 0) std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong), total_wrong == 0 ? "OK" : "FAILED");
+  if (rank == 0)
+    std::printf("# Out of bounds values : %lld %s\n", static_cast<long long>(total_wrong),
+                total_wrong == 0 ? "OK" : "FAILED");
   return total_wrong == 0 ? 0 : 3;
 }
 
@@ -245,7 +257,7 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtod(value, &a.factor) && a.factor > 1;
     } else if (flag == "-c") {
       a.collectives = value == "all" ? std::vector<std::string>{"allreduce", "reduce_scatter",
-                                                                 "allgather", "broadcast"}
+                                                                "allgather", "broadcast"}
                                      : absl::StrSplit(value, ',');
       for (const std::string& c : a.collectives) {
         ok &= c == "allreduce" || c == "reduce_scatter" || c == "allgather" || c == "broadcast";

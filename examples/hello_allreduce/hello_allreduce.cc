@@ -2,7 +2,8 @@
 // an all-reduce every rank holds size(size+1)/2·i, which each checks.
 //
 //   build/bin/hello_allreduce --np=4                 # four local ranks and a coordinator
-//   HMC_COORDINATOR=host:port HMC_TOKEN=... hello_allreduce   # one rank of a group started elsewhere
+//   HMC_COORDINATOR=host:port HMC_TOKEN=... hello_allreduce   # one rank of a group started
+//   elsewhere
 #include <unistd.h>
 
 #include <cmath>
@@ -10,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "collectives/communicator.h"
 #include "launcher/local_group.h"

@@ -85,9 +85,10 @@ int RunRank(int rank, int size, const std::string& store_path, const std::string
       hmc::FillPattern(data.data(), count, hmc::DType::kF32, rank, hmc::ReduceOp::kSum);
       barrier.run();
       algorithm->run();
-      const size_t wrong = hmc::CountMismatches(data.data(), count, hmc::DType::kF32, [&](size_t i) {
-        return hmc::ReferenceReduction(size, i, hmc::DType::kF32, hmc::ReduceOp::kSum);
-      });
+      const size_t wrong =
+          hmc::CountMismatches(data.data(), count, hmc::DType::kF32, [&](size_t i) {
+            return hmc::ReferenceReduction(size, i, hmc::DType::kF32, hmc::ReduceOp::kSum);
+          });
       wrong_total += static_cast<int>(wrong);
       const double us = times[times.size() / 2];
       const double algbw = bytes / us / 1e3;
@@ -127,13 +128,20 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     bool ok = true;
-    if (flag == "-n") ok = absl::SimpleAtoi(value, &np);
-    else if (flag == "-b") ok = ParseSize(value, &min_bytes);
-    else if (flag == "-e") ok = ParseSize(value, &max_bytes);
-    else if (flag == "-i") ok = absl::SimpleAtoi(value, &iterations);
-    else if (flag == "-a") algorithms = value;
-    else if (flag == "--host") host = value;
-    else ok = false;
+    if (flag == "-n")
+      ok = absl::SimpleAtoi(value, &np);
+    else if (flag == "-b")
+      ok = ParseSize(value, &min_bytes);
+    else if (flag == "-e")
+      ok = ParseSize(value, &max_bytes);
+    else if (flag == "-i")
+      ok = absl::SimpleAtoi(value, &iterations);
+    else if (flag == "-a")
+      algorithms = value;
+    else if (flag == "--host")
+      host = value;
+    else
+      ok = false;
     if (!ok) {
       std::fprintf(stderr,
                    "usage: hmc-gloo-allreduce -n RANKS [-a ring,ring_chunked,halving_doubling,"
@@ -159,9 +167,9 @@ int main(int argc, char** argv) {
   child_argv[0] = len > 0 ? std::string(self, len) : std::string(argv[0]);
   std::vector<hmc::Process> ranks;
   for (int r = 0; r < np; ++r) {
-    auto p = hmc::Process::Spawn(child_argv, {"HMC_GLOO_RANK=" + std::to_string(r),
-                                              "HMC_GLOO_SIZE=" + std::to_string(np),
-                                              "HMC_GLOO_STORE=" + store});
+    auto p = hmc::Process::Spawn(
+        child_argv, {"HMC_GLOO_RANK=" + std::to_string(r), "HMC_GLOO_SIZE=" + std::to_string(np),
+                     "HMC_GLOO_STORE=" + store});
     if (!p.ok()) return 1;
     ranks.push_back(std::move(*p));
   }

@@ -1,11 +1,10 @@
 // A rank that dies (SIGKILL) or hangs (SIGSTOP) in the middle of collectives: every other rank
 // must end its call with an error that names the failed rank, not hang.
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -53,9 +52,9 @@ Group StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_tim
   for (int r = 0; r < kRanks; ++r) {
     options.rank = r;
     g.outputs.push_back(absl::StrCat(dir, "/peer_failure_rank", r, "_", getpid(), ".log"));
-    auto p = Process::Spawn(
-        {HMC_TEST_RANK_PATH, "endless", absl::StrCat("--expect_failed=", kVictim)},
-        options.ToEnvironment(), g.outputs.back());
+    auto p =
+        Process::Spawn({HMC_TEST_RANK_PATH, "endless", absl::StrCat("--expect_failed=", kVictim)},
+                       options.ToEnvironment(), g.outputs.back());
     EXPECT_TRUE(p.ok()) << p.status();
     g.ranks.push_back(std::move(*p));
   }
@@ -65,7 +64,8 @@ Group StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_tim
       absl::SleepFor(absl::Milliseconds(20));
     }
     EXPECT_TRUE(absl::StrContains(ReadFile(g.outputs[r]), "running"))
-        << "rank " << r << " never completed a first all-reduce:\n" << ReadFile(g.outputs[r]);
+        << "rank " << r << " never completed a first all-reduce:\n"
+        << ReadFile(g.outputs[r]);
   }
   return g;
 }
@@ -76,9 +76,8 @@ void ExpectSurvivorsNameTheVictim(Group& g) {
     // Generous bound: the ranks' own deadlines end them well before this.
     absl::StatusOr<int> code = g.ranks[r].Wait(absl::Now() + absl::Seconds(120));
     ASSERT_TRUE(code.ok()) << "rank " << r << " hung:\n" << ReadFile(g.outputs[r]);
-    EXPECT_EQ(*code, kExitNamedPeer)
-        << "rank " << r << " did not report rank " << kVictim << ":\n"
-        << ReadFile(g.outputs[r]);
+    EXPECT_EQ(*code, kExitNamedPeer) << "rank " << r << " did not report rank " << kVictim << ":\n"
+                                     << ReadFile(g.outputs[r]);
   }
 }
 

@@ -23,8 +23,8 @@
 namespace hmc {
 namespace {
 
-constexpr int kExitNamedPeer = 42;    // Failed with an error naming the expected rank.
-constexpr int kExitOtherError = 43;   // Failed, but the error does not name it.
+constexpr int kExitNamedPeer = 42;   // Failed with an error naming the expected rank.
+constexpr int kExitOtherError = 43;  // Failed, but the error does not name it.
 
 struct Failure {
   std::string what;
@@ -45,25 +45,26 @@ class MatrixRunner {
     CallOptions call;
     call.algo = algo;
     absl::Status s =
-        comm_.AllReduce(Buffer{in.data(), count, dtype}, Buffer{dst, count, dtype}, op, call)->Wait();
+        comm_.AllReduce(Buffer{in.data(), count, dtype}, Buffer{dst, count, dtype}, op, call)
+            ->Wait();
     Verify(absl::StrFormat("allreduce %s %s %s count=%d%s", algo, DTypeName(dtype),
                            ReduceOpName(op), count, in_place ? " in-place" : ""),
-           s, dst, count, dtype,
-           [&](size_t i) { return ReferenceReduction(n_, i, dtype, op); });
+           s, dst, count, dtype, [&](size_t i) { return ReferenceReduction(n_, i, dtype, op); });
   }
 
   void ReduceScatter(DType dtype, ReduceOp op, size_t count) {
     const size_t es = DTypeSize(dtype);
     std::vector<uint8_t> in(count * n_ * es + 1), out(count * es + 1, 0xab);
     FillPattern(in.data(), count * n_, dtype, rank_, op);
-    absl::Status s = comm_.ReduceScatter(Buffer{in.data(), count * n_, dtype},
-                                         Buffer{out.data(), count, dtype}, op)
+    absl::Status s = comm_
+                         .ReduceScatter(Buffer{in.data(), count * n_, dtype},
+                                        Buffer{out.data(), count, dtype}, op)
                          ->Wait();
-    Verify(absl::StrFormat("reduce_scatter %s %s count=%d", DTypeName(dtype), ReduceOpName(op),
-                           count),
-           s, out.data(), count, dtype,
-           [&](size_t i) { return ReferenceReduction(n_, rank_ * count + i, dtype, op); },
-           /*identical=*/false);
+    Verify(
+        absl::StrFormat("reduce_scatter %s %s count=%d", DTypeName(dtype), ReduceOpName(op), count),
+        s, out.data(), count, dtype,
+        [&](size_t i) { return ReferenceReduction(n_, rank_ * count + i, dtype, op); },
+        /*identical=*/false);
   }
 
   void AllGather(DType dtype, size_t count) {
@@ -102,15 +103,16 @@ class MatrixRunner {
       return;
     }
     const size_t wrong = CountMismatches(data, count, dtype, expected);
-    if (wrong > 0) Fail(what, absl::StrFormat("%d of %d elements differ from the reference",
-                                              wrong, count));
+    if (wrong > 0)
+      Fail(what, absl::StrFormat("%d of %d elements differ from the reference", wrong, count));
     if (!identical) return;
     // Every rank must hold the same bytes: compare checksums through the communicator.
     const size_t bytes = count * DTypeSize(dtype);
     std::vector<int64_t> sums(n_);
     int64_t mine = Checksum(std::span<const uint8_t>(data, bytes));
-    absl::Status s = comm_.AllGather(Buffer{&mine, 1, DType::kI64},
-                                     Buffer{sums.data(), static_cast<size_t>(n_), DType::kI64})
+    absl::Status s = comm_
+                         .AllGather(Buffer{&mine, 1, DType::kI64},
+                                    Buffer{sums.data(), static_cast<size_t>(n_), DType::kI64})
                          ->Wait();
     if (!s.ok()) {
       Fail(what, absl::StrFormat("checksum exchange: %s", s.message()));
@@ -186,12 +188,12 @@ int RunMismatch(Communicator& comm) {
   // Rank 1 passes 99 elements and max instead of sum.
   const bool odd = comm.rank() == 1;
   Buffer buffer{data.data(), odd ? 99u : 100u, DType::kF32};
-  absl::Status s =
-      comm.AllReduce(buffer, buffer, odd ? ReduceOp::kMax : ReduceOp::kSum)->Wait();
-  if (!absl::IsInvalidArgument(s) || !absl::StrContains(s.message(), "count (rank 0=100, rank 1=99") ||
+  absl::Status s = comm.AllReduce(buffer, buffer, odd ? ReduceOp::kMax : ReduceOp::kSum)->Wait();
+  if (!absl::IsInvalidArgument(s) ||
+      !absl::StrContains(s.message(), "count (rank 0=100, rank 1=99") ||
       !absl::StrContains(s.message(), "op (rank 0=sum, rank 1=max")) {
-    std::fprintf(stderr, "rank %d: expected a mismatch naming count and op, got: %s\n",
-                 comm.rank(), s.ToString().c_str());
+    std::fprintf(stderr, "rank %d: expected a mismatch naming count and op, got: %s\n", comm.rank(),
+                 s.ToString().c_str());
     return 3;
   }
   std::printf("rank %d: refused as expected: %s\n", comm.rank(), std::string(s.message()).c_str());

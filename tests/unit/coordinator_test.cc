@@ -1,13 +1,14 @@
 // The coordinator over real sockets on 127.0.0.1: joins, refusals, key-value store, heartbeats and
 // input that is not the protocol at all.
-#include <thread>
+#include "core/coordinator.h"
 
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
 #include "core/auth.h"
-#include "core/coordinator.h"
 #include "core/coordinator_client.h"
 #include "core/coordinator_protocol.h"
 #include "tests/testing/raw_socket.h"
@@ -85,7 +86,8 @@ TEST_F(CoordinatorTest, RefusesWrongTokenWorldDuplicateAndFullWorld) {
   other_world.world_id = "v";
   auto wrong_world = Join(other_world);
   ASSERT_FALSE(wrong_world.ok());
-  EXPECT_TRUE(absl::StrContains(wrong_world.status().message(), "wrong world id")) << wrong_world.status();
+  EXPECT_TRUE(absl::StrContains(wrong_world.status().message(), "wrong world id"))
+      << wrong_world.status();
   auto member = Join(ClientOptions(0));
   ASSERT_TRUE(member.ok()) << member.status();
   auto duplicate = Join(ClientOptions(0));
@@ -105,7 +107,8 @@ TEST_F(CoordinatorTest, DuplicateRankWhileForming) {
   ASSERT_TRUE(member.ok());
   auto duplicate = Join(ClientOptions(1));
   ASSERT_FALSE(duplicate.ok());
-  EXPECT_TRUE(absl::StrContains(duplicate.status().message(), "duplicate rank 1")) << duplicate.status();
+  EXPECT_TRUE(absl::StrContains(duplicate.status().message(), "duplicate rank 1"))
+      << duplicate.status();
 }
 
 TEST_F(CoordinatorTest, ClientRefusesACoordinatorThatCannotProveTheToken) {
@@ -145,8 +148,11 @@ TEST_F(CoordinatorTest, SilentRankIsDeclaredFailedInANewEpoch) {
   join.world_id = "w";
   join.rank = -1;
   join.nonce = RandomNonce();
-  join.proof = ComputeProof("secret", kJoinLabel, {"w", *ParseString(challenge->payload), join.nonce, "-1"});
-  ASSERT_TRUE(WriteControlFrame(raw.get(), FrameType::kJoin, join.Serialize(), absl::Now() + absl::Seconds(5)).ok());
+  join.proof =
+      ComputeProof("secret", kJoinLabel, {"w", *ParseString(challenge->payload), join.nonce, "-1"});
+  ASSERT_TRUE(WriteControlFrame(raw.get(), FrameType::kJoin, join.Serialize(),
+                                absl::Now() + absl::Seconds(5))
+                  .ok());
   absl::Notification changed;
   PeerTable seen;
   (*a)->SetMembershipCallback([&](const PeerTable& t) {

@@ -1,10 +1,11 @@
+#include "core/dtype.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include <gtest/gtest.h>
-
-#include "core/dtype.h"
 #include "core/half.h"
 #include "core/reduce_op.h"
 

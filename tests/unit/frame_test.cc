@@ -1,10 +1,11 @@
-#include <cstring>
-#include <vector>
+#include "core/frame.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <vector>
+
 #include "absl/strings/match.h"
-#include "core/frame.h"
 #include "core/frame_io.h"
 #include "core/wire.h"
 
@@ -18,7 +19,8 @@ std::vector<uint8_t> Header(const FrameHeader& h) {
 }
 
 absl::StatusOr<FrameHeader> Decode(const std::vector<uint8_t>& bytes, uint64_t max = 1 << 20) {
-  return DecodeFrameHeader(std::span<const uint8_t, kFrameHeaderBytes>(bytes.data(), kFrameHeaderBytes), max);
+  return DecodeFrameHeader(
+      std::span<const uint8_t, kFrameHeaderBytes>(bytes.data(), kFrameHeaderBytes), max);
 }
 
 TEST(Frame, HeaderRoundTrips) {
@@ -114,7 +116,8 @@ TEST(FrameParser, ReassemblesFramesFedByteByByte) {
 }
 
 TEST(FrameParser, RejectsCorruptedControlPayload) {
-  std::vector<uint8_t> stream = EncodeControlFrame(FrameType::kKvPut, std::vector<uint8_t>{1, 2, 3});
+  std::vector<uint8_t> stream =
+      EncodeControlFrame(FrameType::kKvPut, std::vector<uint8_t>{1, 2, 3});
   stream.back() ^= 0x40;
   FrameParser parser;
   parser.Feed(stream);

@@ -1,10 +1,11 @@
+#include "collectives/host_reduce.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "collectives/host_reduce.h"
 #include "core/half.h"
 #include "core/typed_values.h"
 
@@ -16,8 +17,10 @@ TEST(HostReduce, EveryOpOnEveryAccumulatorType) {
     ReduceOp op;
     double a, b, expected;
   };
-  const Case cases[] = {{ReduceOp::kSum, 3, 4, 7}, {ReduceOp::kAvg, 3, 4, 7},
-                        {ReduceOp::kProd, 3, 4, 12}, {ReduceOp::kMin, 3, 4, 3},
+  const Case cases[] = {{ReduceOp::kSum, 3, 4, 7},
+                        {ReduceOp::kAvg, 3, 4, 7},
+                        {ReduceOp::kProd, 3, 4, 12},
+                        {ReduceOp::kMin, 3, 4, 3},
                         {ReduceOp::kMax, 3, 4, 4}};
   for (DType dtype : {DType::kF32, DType::kF64, DType::kI32, DType::kI64, DType::kU8}) {
     for (const Case& c : cases) {

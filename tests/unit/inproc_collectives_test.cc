@@ -1,8 +1,8 @@
 // Collectives on threads over the inproc transport: fast, deterministic, and a TSan target for the
 // algorithms and the communicator.
-#include <thread>
-
 #include <gtest/gtest.h>
+
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "collectives/check_pattern.h"
@@ -58,11 +58,10 @@ TEST_P(InprocAllReduce, MatchesReferenceAndIsBitIdentical) {
                                           Buffer{out.data(), count, dtype}, op, call)
                                ->Wait();
           ASSERT_TRUE(s.ok()) << s;
-          EXPECT_EQ(CountMismatches(out.data(), count, dtype,
-                                    [&](size_t i) {
-                                      return ReferenceReduction(c.ranks, i, dtype, op);
-                                    }),
-                    0u)
+          EXPECT_EQ(
+              CountMismatches(out.data(), count, dtype,
+                              [&](size_t i) { return ReferenceReduction(c.ranks, i, dtype, op); }),
+              0u)
               << c.algo << " " << DTypeName(dtype) << " " << ReduceOpName(op) << " " << count;
         }
       }
@@ -90,21 +89,27 @@ TEST(InprocCollectives, ReduceScatterAllGatherBroadcastBarrier) {
                                      ReduceOp::kMax)
                       ->Wait()
                       .ok());
-      EXPECT_EQ(CountMismatches(block.data(), count, DType::kF32, [&](size_t i) {
-                  return ReferenceReduction(n, rank * count + i, DType::kF32, ReduceOp::kMax);
-                }),
+      EXPECT_EQ(CountMismatches(block.data(), count, DType::kF32,
+                                [&](size_t i) {
+                                  return ReferenceReduction(n, rank * count + i, DType::kF32,
+                                                            ReduceOp::kMax);
+                                }),
                 0u);
-      ASSERT_TRUE(
-          comm.AllGather(Buffer{block.data(), count}, Buffer{gathered.data(), count * n})->Wait().ok());
-      EXPECT_EQ(CountMismatches(gathered.data(), count * n, DType::kF32, [&](size_t i) {
-                  return ReferenceReduction(n, i, DType::kF32, ReduceOp::kMax);
-                }),
+      ASSERT_TRUE(comm.AllGather(Buffer{block.data(), count}, Buffer{gathered.data(), count * n})
+                      ->Wait()
+                      .ok());
+      EXPECT_EQ(CountMismatches(gathered.data(), count * n, DType::kF32,
+                                [&](size_t i) {
+                                  return ReferenceReduction(n, i, DType::kF32, ReduceOp::kMax);
+                                }),
                 0u);
       FillPattern(bcast.data(), count, DType::kF32, rank, ReduceOp::kSum);
-      ASSERT_TRUE(
-          comm.Broadcast(Buffer{bcast.data(), count}, Buffer{bcast.data(), count}, n - 1)->Wait().ok());
-      EXPECT_EQ(CountMismatches(bcast.data(), count, DType::kF32,
-                                [&](size_t i) { return PatternValue(n - 1, i, DType::kF32, ReduceOp::kSum); }),
+      ASSERT_TRUE(comm.Broadcast(Buffer{bcast.data(), count}, Buffer{bcast.data(), count}, n - 1)
+                      ->Wait()
+                      .ok());
+      EXPECT_EQ(CountMismatches(
+                    bcast.data(), count, DType::kF32,
+                    [&](size_t i) { return PatternValue(n - 1, i, DType::kF32, ReduceOp::kSum); }),
                 0u);
       EXPECT_TRUE(comm.Barrier()->Wait().ok());
     });
@@ -114,20 +119,25 @@ TEST(InprocCollectives, ReduceScatterAllGatherBroadcastBarrier) {
 TEST(InprocCollectives, SeveralCollectivesInFlightAtOnce) {
   Options options;
   options.workers = 4;
-  RunGroup(3, [&](int rank, Communicator& comm) {
-    constexpr int kCalls = 8;
-    std::vector<std::vector<int64_t>> data(kCalls, std::vector<int64_t>(5000));
-    std::vector<std::shared_ptr<Work>> works;
-    for (int c = 0; c < kCalls; ++c) {
-      for (size_t i = 0; i < data[c].size(); ++i) data[c][i] = (rank + 1) * (c + 1) * static_cast<int64_t>(i);
-      Buffer b{data[c].data(), data[c].size(), DType::kI64};
-      works.push_back(comm.AllReduce(b, b, ReduceOp::kSum));
-    }
-    for (int c = 0; c < kCalls; ++c) {
-      ASSERT_TRUE(works[c]->Wait().ok());
-      for (size_t i = 0; i < data[c].size(); ++i) ASSERT_EQ(data[c][i], 6 * (c + 1) * static_cast<int64_t>(i));
-    }
-  }, options);
+  RunGroup(
+      3,
+      [&](int rank, Communicator& comm) {
+        constexpr int kCalls = 8;
+        std::vector<std::vector<int64_t>> data(kCalls, std::vector<int64_t>(5000));
+        std::vector<std::shared_ptr<Work>> works;
+        for (int c = 0; c < kCalls; ++c) {
+          for (size_t i = 0; i < data[c].size(); ++i)
+            data[c][i] = (rank + 1) * (c + 1) * static_cast<int64_t>(i);
+          Buffer b{data[c].data(), data[c].size(), DType::kI64};
+          works.push_back(comm.AllReduce(b, b, ReduceOp::kSum));
+        }
+        for (int c = 0; c < kCalls; ++c) {
+          ASSERT_TRUE(works[c]->Wait().ok());
+          for (size_t i = 0; i < data[c].size(); ++i)
+            ASSERT_EQ(data[c][i], 6 * (c + 1) * static_cast<int64_t>(i));
+        }
+      },
+      options);
 }
 
 TEST(InprocCollectives, LocalErrorsAreReportedOnEveryRank) {
@@ -141,7 +151,8 @@ TEST(InprocCollectives, LocalErrorsAreReportedOnEveryRank) {
     if (rank == 2) {
       EXPECT_TRUE(absl::StrContains(s.message(), "input is float but output is int32")) << s;
     } else {
-      EXPECT_TRUE(absl::StrContains(s.message(), "buffers (rank 0=ok, rank 1=ok, rank 2=invalid)")) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), "buffers (rank 0=ok, rank 1=ok, rank 2=invalid)"))
+          << s;
     }
     EXPECT_TRUE(comm.health().ok());
   });
@@ -156,9 +167,11 @@ TEST(InprocCollectives, DeadPeerFailsTheCallAndTheCommunicator) {
   for (int r = 0; r < 2; ++r) {  // Rank 2 never runs: it "died".
     threads.emplace_back([&, r] {
       InprocTransport transport(fabric, r);
-      auto comm = Communicator::CreateFromChannels(r, *transport.ConnectAll(r, peers, absl::InfiniteFuture()), options);
+      auto comm = Communicator::CreateFromChannels(
+          r, *transport.ConnectAll(r, peers, absl::InfiniteFuture()), options);
       std::vector<float> data(100);
-      auto work = comm->AllReduce(Buffer{data.data(), 100}, Buffer{data.data(), 100}, ReduceOp::kSum);
+      auto work =
+          comm->AllReduce(Buffer{data.data(), 100}, Buffer{data.data(), 100}, ReduceOp::kSum);
       if (r == 0) {
         absl::SleepFor(absl::Milliseconds(50));
         fabric->Kill(2, absl::UnavailableError("rank 2 was killed"));
@@ -179,11 +192,14 @@ TEST(InprocCollectives, DeadlineNamesThePeerItWaitedFor) {
   Options options;
   options.check_args = false;
   InprocTransport transport(fabric, 0);
-  auto comm = Communicator::CreateFromChannels(0, *transport.ConnectAll(0, peers, absl::InfiniteFuture()), options);
+  auto comm = Communicator::CreateFromChannels(
+      0, *transport.ConnectAll(0, peers, absl::InfiniteFuture()), options);
   std::vector<float> data(10);
   CallOptions call;
   call.timeout = absl::Milliseconds(200);
-  absl::Status s = comm->AllReduce(Buffer{data.data(), 10}, Buffer{data.data(), 10}, ReduceOp::kSum, call)->Wait();
+  absl::Status s =
+      comm->AllReduce(Buffer{data.data(), 10}, Buffer{data.data(), 10}, ReduceOp::kSum, call)
+          ->Wait();
   EXPECT_TRUE(absl::IsDeadlineExceeded(s)) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "waiting for rank 1")) << s;
 }

@@ -1,9 +1,10 @@
-#include <cstdlib>
+#include "core/options.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "absl/strings/match.h"
-#include "core/options.h"
 
 namespace hmc {
 namespace {
@@ -50,7 +51,8 @@ TEST(Options, EnvironmentRoundTripsAndEveryOptionIsDocumented) {
     setenv(entry.substr(0, eq).c_str(), entry.substr(eq + 1).c_str(), 1);
   }
   auto back = Options::FromEnvironment();
-  for (const std::string& entry : o.ToEnvironment()) unsetenv(entry.substr(0, entry.find('=')).c_str());
+  for (const std::string& entry : o.ToEnvironment())
+    unsetenv(entry.substr(0, entry.find('=')).c_str());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->heartbeat_timeout, absl::Seconds(3));
   EXPECT_EQ(back->world_id, "exp-7");

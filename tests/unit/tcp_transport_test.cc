@@ -1,11 +1,12 @@
 // The multi-stream TCP transport over real sockets on loopback (IPv4 and IPv6), driven from
 // several threads; also runs under TSan.
+#include "transports/tcp/tcp_transport.h"
+
+#include <gtest/gtest.h>
 #include <sys/socket.h>
 
 #include <numeric>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
@@ -13,7 +14,6 @@
 #include "core/coordinator_protocol.h"
 #include "tests/testing/raw_socket.h"
 #include "transports/tcp/handshake.h"
-#include "transports/tcp/tcp_transport.h"
 
 namespace hmc {
 namespace {
@@ -25,8 +25,10 @@ struct Mesh {
   std::vector<std::vector<std::shared_ptr<Channel>>> channels;  // [rank][peer]
 };
 
-TcpTransportConfig Config(const std::string& bind, int streams, const std::string& token = kToken) {
+TcpTransportConfig Config(const std::string& bind, int streams, const std::string& token = kToken,
+                          bool local_sockets = true) {
   TcpTransportConfig config;
+  config.local_sockets = local_sockets;
   config.bind = bind;
   config.token = token;
   config.world_id = "t";
@@ -37,11 +39,12 @@ TcpTransportConfig Config(const std::string& bind, int streams, const std::strin
   return config;
 }
 
-Mesh Connect(int n, int streams, const std::string& bind = "127.0.0.1:0") {
+// local: peers use Unix domain sockets (they share this network namespace); else TCP.
+Mesh Connect(int n, int streams, bool local = false, const std::string& bind = "127.0.0.1:0") {
   Mesh mesh;
   std::vector<PeerAddress> peers;
   for (int r = 0; r < n; ++r) {
-    auto t = TcpTransport::Create(Config(bind, streams));
+    auto t = TcpTransport::Create(Config(bind, streams, kToken, local));
     EXPECT_TRUE(t.ok()) << t.status();
     peers.push_back(PeerAddress{r, (*t)->address(), absl::StrFormat("rank %d", r)});
     mesh.transports.push_back(std::move(*t));
@@ -65,14 +68,15 @@ std::vector<uint8_t> Pattern(size_t bytes, uint8_t seed) {
   return v;
 }
 
-class TcpTransportTest : public testing::TestWithParam<int> {};
+// Parameters: streams per peer, and whether peers connect over local (Unix) sockets.
+class TcpTransportTest : public testing::TestWithParam<std::tuple<int, bool>> {};
 
 TEST_P(TcpTransportTest, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
-  const int streams = GetParam();
-  Mesh mesh = Connect(2, streams);
+  const auto [streams, local] = GetParam();
+  Mesh mesh = Connect(2, streams, local);
   uint64_t total = 0;
-  for (size_t bytes : {size_t{0}, size_t{1}, size_t{4095}, size_t{4097}, size_t{1000003},
-                       size_t{8} << 20}) {
+  for (size_t bytes :
+       {size_t{0}, size_t{1}, size_t{4095}, size_t{4097}, size_t{1000003}, size_t{8} << 20}) {
     total += bytes;
     const std::vector<uint8_t> a = Pattern(bytes, 1), b = Pattern(bytes, 2);
     std::vector<uint8_t> got_a(bytes), got_b(bytes);
@@ -93,7 +97,7 @@ TEST_P(TcpTransportTest, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
 }
 
 TEST_P(TcpTransportTest, ManyTagsInFlightFromSeveralThreads) {
-  Mesh mesh = Connect(3, GetParam());
+  Mesh mesh = Connect(3, std::get<0>(GetParam()), std::get<1>(GetParam()));
   constexpr int kMessages = 64;
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
@@ -123,17 +127,21 @@ TEST_P(TcpTransportTest, ManyTagsInFlightFromSeveralThreads) {
   for (auto& t : threads) t.join();
 }
 
-INSTANTIATE_TEST_SUITE_P(Streams, TcpTransportTest, testing::Values(1, 4));
+INSTANTIATE_TEST_SUITE_P(StreamsAndSockets, TcpTransportTest,
+                         testing::Combine(testing::Values(1, 4), testing::Bool()));
 
 TEST(TcpTransport, WorksOverIpv6) {
   auto probe = SocketAddress::Parse("[::1]:0");
   ASSERT_TRUE(probe.ok());
   if (!ListenTcp(*probe).ok()) GTEST_SKIP() << "no IPv6 loopback here";
-  Mesh mesh = Connect(2, 2, "[::1]:0");
-  EXPECT_TRUE(absl::StartsWith(mesh.transports[0]->address(), "[::1]:"));
+  Mesh mesh = Connect(2, 2, /*local=*/false, "[::1]:0");
+  EXPECT_TRUE(absl::StartsWith(mesh.transports[0]->tcp_address(), "[::1]:"));
   std::vector<uint8_t> data = Pattern(1 << 20, 9), got(1 << 20);
   auto r = mesh.channels[0][1]->Recv(1, got.data(), got.size());
-  ASSERT_TRUE(mesh.channels[1][0]->Send(1, data.data(), data.size())->Wait(absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE(mesh.channels[1][0]
+                  ->Send(1, data.data(), data.size())
+                  ->Wait(absl::Now() + absl::Seconds(10))
+                  .ok());
   ASSERT_TRUE(r->Wait(absl::Now() + absl::Seconds(10)).ok());
   EXPECT_EQ(got, data);
 }
@@ -157,7 +165,8 @@ TEST(TcpTransport, CloseFromAnotherThreadFailsPendingRequests) {
   absl::Status s = recv->Wait(absl::Now() + absl::Seconds(10));
   closer.join();
   EXPECT_TRUE(absl::IsCancelled(s)) << s;
-  EXPECT_TRUE(absl::IsCancelled(mesh.channels[0][1]->Send(2, got.data(), 1)->Wait(absl::Now() + absl::Seconds(10))));
+  EXPECT_TRUE(absl::IsCancelled(
+      mesh.channels[0][1]->Send(2, got.data(), 1)->Wait(absl::Now() + absl::Seconds(10))));
 }
 
 TEST(TcpTransport, PeerThatDiesFailsReceivesWithItsName) {
@@ -189,7 +198,7 @@ TEST(TcpTransport, GracefulShutdownDeliversEverythingInFlight) {
 TEST(TcpTransport, RejectsBadHandshakesAndKeepsServing) {
   auto victim = TcpTransport::Create(Config("127.0.0.1:0", 1));
   ASSERT_TRUE(victim.ok());
-  auto address = SocketAddress::Parse((*victim)->address());
+  auto address = SocketAddress::Parse((*victim)->tcp_address());
   ASSERT_TRUE(address.ok());
   using testing_util::Dial;
   using testing_util::ReadUntilClosed;
@@ -211,7 +220,8 @@ TEST(TcpTransport, RejectsBadHandshakesAndKeepsServing) {
   // A truncated frame.
   {
     UniqueFd truncated = Dial(*address);
-    std::vector<uint8_t> frame = EncodeControlFrame(FrameType::kPeerHello, std::vector<uint8_t>(40, 2));
+    std::vector<uint8_t> frame =
+        EncodeControlFrame(FrameType::kPeerHello, std::vector<uint8_t>(40, 2));
     frame.resize(frame.size() - 5);
     SendBytes(truncated.get(), frame);
     shutdown(truncated.get(), SHUT_WR);

@@ -48,7 +48,8 @@ class InprocChannel final : public Channel {
     if (auto it = fabric_->messages_.find(key); it != fabric_->messages_.end()) {
       std::vector<uint8_t> message = std::move(it->second);
       fabric_->messages_.erase(it);
-      if (message.size() != bytes) return CompletedRequest(SizeMismatch(tag, message.size(), bytes));
+      if (message.size() != bytes)
+        return CompletedRequest(SizeMismatch(tag, message.size(), bytes));
       if (bytes > 0) std::memcpy(data, message.data(), bytes);
       return CompletedRequest(absl::OkStatus());
     }

@@ -35,9 +35,9 @@ absl::StatusOr<PeerHello> PeerHello::Parse(std::span<const uint8_t> bytes) {
 std::string PeerHelloProof(const std::string& token, const std::string& world_id,
                            const std::string& acceptor_nonce, const std::string& connector_nonce,
                            int rank, int stream) {
-  return ComputeProof(token, "hmc-peer",
-                      {world_id, acceptor_nonce, connector_nonce, absl::StrCat(rank),
-                       absl::StrCat(stream)});
+  return ComputeProof(
+      token, "hmc-peer",
+      {world_id, acceptor_nonce, connector_nonce, absl::StrCat(rank), absl::StrCat(stream)});
 }
 
 std::string PeerAcceptProof(const std::string& token, const std::string& connector_nonce,

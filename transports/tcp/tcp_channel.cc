@@ -26,19 +26,19 @@ struct TcpChannel::SendOp {
 struct TcpChannel::OutFrame {
   uint8_t header[kFrameHeaderBytes];
   const uint8_t* data = nullptr;
-  uint64_t bytes = 0;     // Payload bytes.
-  uint64_t written = 0;   // Header and payload bytes written so far.
+  uint64_t bytes = 0;          // Payload bytes.
+  uint64_t written = 0;        // Header and payload bytes written so far.
   std::shared_ptr<SendOp> op;  // Null for a goodbye.
 };
 
 // A message being received: posted by Recv, or arrived first ("unexpected") into own storage.
 struct TcpChannel::Incoming {
   uint64_t total = 0;
-  uint16_t stripes = 0;  // 0 until the first stripe header arrives.
+  uint16_t stripes = 0;      // 0 until the first stripe header arrives.
   uint64_t stripe_mask = 0;  // Stripes whose header arrived.
   uint16_t stripes_done = 0;
-  uint8_t* user = nullptr;  // Posted receive buffer.
-  RequestPtr request;       // Null while nobody posted a receive.
+  uint8_t* user = nullptr;       // Posted receive buffer.
+  RequestPtr request;            // Null while nobody posted a receive.
   std::vector<uint8_t> storage;  // Unexpected arrival.
   uint8_t* dest() { return storage.empty() && total > 0 && user ? user : storage.data(); }
 };
@@ -56,9 +56,9 @@ struct TcpChannel::Stream {
   FrameHeader header;
   uint8_t* dest = nullptr;
   uint64_t remaining = 0;
-  bool paused = false;        // A header waits for memory or a posted receive.
-  bool said_goodbye = false;  // This side sent its goodbye and shut down writing.
-  bool got_goodbye = false;   // The peer said goodbye.
+  bool paused = false;          // A header waits for memory or a posted receive.
+  bool said_goodbye = false;    // This side sent its goodbye and shut down writing.
+  bool got_goodbye = false;     // The peer said goodbye.
   std::vector<uint8_t> notice;  // The reason of a close notice being read.
   bool eof = false;
 };
@@ -301,8 +301,8 @@ void TcpChannel::Read(Stream& s) {
   uint64_t budget = 16 << 20;  // Bytes per event, so other streams get their turn.
   while (budget > 0 && !failed_ && !s.paused) {
     if (!s.have_header) {
-      const ssize_t n = recv(s.fd.get(), s.header_bytes + s.header_got,
-                             kFrameHeaderBytes - s.header_got, 0);
+      const ssize_t n =
+          recv(s.fd.get(), s.header_bytes + s.header_got, kFrameHeaderBytes - s.header_got, 0);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         const std::string cause =
             n == 0 ? "connection closed by peer" : std::string(std::strerror(errno));
@@ -396,8 +396,8 @@ bool TcpChannel::Route(Stream& s) {
   const FrameHeader& h = s.header;
   const StripeRange range = StripeOf(h.total_bytes, h.stripes, h.stripe);
   if (range.bytes != h.payload_bytes || h.stripes > 64) {
-    Fail(Error(absl::StrFormat("stripe %d of %d carries %d bytes, expected %d", h.stripe,
-                               h.stripes, h.payload_bytes, range.bytes)),
+    Fail(Error(absl::StrFormat("stripe %d of %d carries %d bytes, expected %d", h.stripe, h.stripes,
+                               h.payload_bytes, range.bytes)),
          /*notify=*/true);
     return false;
   }
@@ -441,8 +441,8 @@ void TcpChannel::FinishStripe(Stream& s) {
       Fail(Error(c.message()), /*notify=*/true);
       return;
     }
-    Fail(Error(absl::StrFormat("closed the link: %s",
-                               std::string(s.notice.begin(), s.notice.end()))),
+    Fail(Error(
+             absl::StrFormat("closed the link: %s", std::string(s.notice.begin(), s.notice.end()))),
          /*notify=*/true);
     return;
   }

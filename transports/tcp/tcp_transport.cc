@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/auth.h"
@@ -30,6 +33,8 @@ struct TcpTransport::Handshake {
 namespace {
 constexpr int kListenerStream = -1;
 constexpr int kWakeStream = -2;
+constexpr int kLocalListenerStream = -3;
+constexpr char kLocalPrefix[] = " local:";
 }  // namespace
 
 TcpTransport::TcpTransport(const TcpTransportConfig& config) : config_(config) {}
@@ -45,6 +50,15 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
   absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(t->listener_.get());
   if (!local.ok()) return local.status();
   t->address_ = *local;
+  t->published_ = local->ToString();
+  if (config.local_sockets) {
+    const std::string name = absl::StrCat("hmc-", config.world_id, "-",
+                                          absl::BytesToHexString(RandomNonce().substr(0, 8)));
+    absl::StatusOr<UniqueFd> local_listener = ListenUnix(name, config.socket_buffer_bytes);
+    if (!local_listener.ok()) return local_listener.status();
+    t->local_listener_ = std::move(*local_listener);
+    absl::StrAppend(&t->published_, kLocalPrefix, name);
+  }
   t->epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
   t->wake_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
   if (!t->epoll_.valid() || !t->wake_.valid()) return absl::InternalError("epoll/eventfd failed");
@@ -52,6 +66,9 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
   t->wake_target_ = Target{nullptr, kWakeStream};
   t->Watch(t->listener_.get(), &t->listener_target_, EPOLLIN);
   t->Watch(t->wake_.get(), &t->wake_target_, EPOLLIN);
+  if (t->local_listener_.valid()) {
+    t->Watch(t->local_listener_.get(), &t->local_listener_target_, EPOLLIN);
+  }
   t->thread_ = std::thread([raw = t.get()] { raw->Run(); });
   return t;
 }
@@ -160,7 +177,9 @@ void TcpTransport::Run() {
         const ssize_t ignored = read(wake_.get(), &value, sizeof(value));
         (void)ignored;
       } else if (target->stream == kListenerStream) {
-        Accept();
+        Accept(listener_.get(), /*local=*/false);
+      } else if (target->stream == kLocalListenerStream) {
+        Accept(local_listener_.get(), /*local=*/true);
       } else if (auto it = handshakes_.find(target->stream); it != handshakes_.end()) {
         OnHandshakeReadable(*it->second);
       }
@@ -171,14 +190,14 @@ void TcpTransport::Run() {
   }
 }
 
-void TcpTransport::Accept() {
+void TcpTransport::Accept(int listener, bool local) {
   for (;;) {
-    const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;
     auto h = std::make_unique<Handshake>();
     h->fd = UniqueFd(fd);
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(fd);
-    h->peer = peer.ok() ? peer->ToString() : "unknown peer";
+    h->peer = local ? "a local socket" : peer.ok() ? peer->ToString() : "unknown peer";
     h->nonce = RandomNonce();
     h->deadline = absl::Now() + config_.handshake_timeout;
     h->target = Target{nullptr, fd};
@@ -217,8 +236,8 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
   }
   if (!frame->has_value()) return;
   if ((*frame)->header.type != FrameType::kPeerHello || h.parser.buffered() != 0) {
-    RejectHandshake(h, absl::StrFormat("expected a peer hello, got %s",
-                                       FrameTypeName((*frame)->header.type)));
+    RejectHandshake(
+        h, absl::StrFormat("expected a peer hello, got %s", FrameTypeName((*frame)->header.type)));
     return;
   }
   absl::StatusOr<PeerHello> hello = PeerHello::Parse((*frame)->payload);
@@ -331,9 +350,19 @@ void TcpTransport::UpdateConnected() {
 
 absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int stream,
                                          absl::Time deadline) {
-  absl::StatusOr<SocketAddress> address = SocketAddress::Parse(peer.address);
-  if (!address.ok()) return address.status();
-  absl::StatusOr<UniqueFd> fd = ConnectTcp(*address, deadline, config_.socket_buffer_bytes);
+  // A peer in this network namespace is reachable on its local socket; otherwise (another host,
+  // or another emulated host) that name does not exist here and TCP is used.
+  const size_t local_at = peer.address.find(kLocalPrefix);
+  absl::StatusOr<UniqueFd> fd = absl::UnavailableError("no local socket");
+  if (config_.local_sockets && local_at != std::string::npos) {
+    fd = ConnectUnix(peer.address.substr(local_at + std::strlen(kLocalPrefix)), deadline,
+                     config_.socket_buffer_bytes);
+  }
+  if (!fd.ok()) {
+    absl::StatusOr<SocketAddress> address = SocketAddress::Parse(peer.address.substr(0, local_at));
+    if (!address.ok()) return address.status();
+    fd = ConnectTcp(*address, deadline, config_.socket_buffer_bytes);
+  }
   if (!fd.ok()) return fd.status();
   absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
   if (!challenge.ok()) return challenge.status();
@@ -350,8 +379,8 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
   hello.streams = static_cast<uint16_t>(config_.limits.streams);
   hello.epoch = config_.limits.epoch;
   hello.nonce = RandomNonce();
-  hello.proof = PeerHelloProof(config_.token, config_.world_id, *acceptor_nonce, hello.nonce, rank,
-                               stream);
+  hello.proof =
+      PeerHelloProof(config_.token, config_.world_id, *acceptor_nonce, hello.nonce, rank, stream);
   if (absl::Status s =
           WriteControlFrame(fd->get(), FrameType::kPeerHello, hello.Serialize(), deadline);
       !s.ok()) {
@@ -382,14 +411,14 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
 absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
     int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) {
   if (rank < 0 || rank >= static_cast<int>(peers.size())) {
-    return absl::InvalidArgumentError(absl::StrFormat("rank %d outside %d peers", rank, peers.size()));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d outside %d peers", rank, peers.size()));
   }
   std::vector<std::shared_ptr<TcpChannel>> channels(peers.size());
   for (const PeerAddress& p : peers) {
     if (p.rank != rank) {
-      channels[p.rank] =
-          std::make_shared<TcpChannel>(p.rank, p.description, config_.limits,
-                                                     static_cast<TcpLoop*>(this));
+      channels[p.rank] = std::make_shared<TcpChannel>(p.rank, p.description, config_.limits,
+                                                      static_cast<TcpLoop*>(this));
     }
   }
   Post([this, rank, channels] {
@@ -424,8 +453,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
   bool connected;
   {
     absl::MutexLock lock(&mu_);
-    connected = mu_.AwaitWithDeadline(absl::Condition(&all_connected_), deadline) ||
-                all_connected_;
+    connected = mu_.AwaitWithDeadline(absl::Condition(&all_connected_), deadline) || all_connected_;
   }
   for (auto& t : connectors) t.join();
   if (!connected) {
