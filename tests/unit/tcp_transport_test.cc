@@ -150,7 +150,8 @@ TEST(TcpTransport, SizeMismatchFailsTheChannelNamingThePeer) {
   Mesh mesh = Connect(2, 2);
   std::vector<uint8_t> data(100), got(50);
   auto recv = mesh.channels[1][0]->Recv(7, got.data(), got.size());
-  mesh.channels[0][1]->Send(7, data.data(), data.size());
+  auto send = mesh.channels[0][1]->Send(7, data.data(), data.size());
+  send->Wait(absl::Now() + absl::Seconds(10)).IgnoreError();  // The data must outlive the send.
   absl::Status s = recv->Wait(absl::Now() + absl::Seconds(10));
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), "rank 0")) << s;
@@ -178,6 +179,26 @@ TEST(TcpTransport, PeerThatDiesFailsReceivesWithItsName) {
   absl::Status s = recv->Wait(absl::Now() + absl::Seconds(10));
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), "rank 1")) << s;
+}
+
+TEST(TcpTransport, MessagesThatArrivedBeforeThePeerLeftStayDeliverable) {
+  Mesh mesh = Connect(2, 2);
+  std::vector<uint8_t> data = Pattern(100000, 4), got(100000);
+  ASSERT_TRUE(mesh.channels[0][1]
+                  ->Send(9, data.data(), data.size())
+                  ->Wait(absl::Now() + absl::Seconds(10))
+                  .ok());
+  std::thread leaver([&] { mesh.transports[0]->Shutdown(absl::Now() + absl::Seconds(2)); });
+  absl::SleepFor(absl::Milliseconds(300));  // Rank 0 has said goodbye and closed by now.
+  EXPECT_TRUE(mesh.channels[1][0]
+                  ->Recv(9, got.data(), got.size())
+                  ->Wait(absl::Now() + absl::Seconds(10))
+                  .ok());
+  EXPECT_EQ(got, data);
+  absl::Status never =
+      mesh.channels[1][0]->Recv(10, got.data(), 1)->Wait(absl::Now() + absl::Seconds(10));
+  EXPECT_TRUE(absl::StrContains(never.message(), "closed the channel")) << never;
+  leaver.join();
 }
 
 TEST(TcpTransport, GracefulShutdownDeliversEverythingInFlight) {

@@ -148,8 +148,10 @@ absl::Status TcpChannel::AttachStream(int index, UniqueFd fd) {
 }
 
 void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request) {
-  if (failed_ || shutting_down_) {
-    request->Complete(failed_ ? status() : Error("channel is shutting down"));
+  if (failed_ || shutting_down_ || peer_closed_) {
+    request->Complete(failed_        ? status()
+                      : peer_closed_ ? Error("the peer closed the channel")
+                                     : Error("channel is shutting down"));
     return;
   }
   const uint16_t stripes =
@@ -183,6 +185,10 @@ void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, Reque
 void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr request) {
   if (failed_) {
     request->Complete(status());
+    return;
+  }
+  if (peer_closed_ && incoming_.count(tag) == 0) {
+    request->Complete(Error("the peer closed the channel"));
     return;
   }
   auto [it, inserted] = incoming_.try_emplace(tag);
@@ -311,8 +317,7 @@ void TcpChannel::Read(Stream& s) {
           UpdateInterest(s);
           bool all_closed = true;
           for (const auto& other : streams_) all_closed = all_closed && other->eof;
-          // Receives still pending from a peer that said goodbye can never complete.
-          if (all_closed && !shutting_down_) Fail(Error("the peer closed the channel"), false);
+          if (all_closed && !shutting_down_) PeerClosed();
           return;
         }
         LinkLost(s, s.header_got > 0 ? absl::StrFormat("%s inside a frame header", cause) : cause,
@@ -448,6 +453,30 @@ void TcpChannel::FinishStripe(Stream& s) {
   }
   Incoming& in = *incoming_.find(s.header.tag)->second;
   if (++in.stripes_done == in.stripes && in.request != nullptr) Complete(s.header.tag);
+}
+
+void TcpChannel::PeerClosed() {
+  // The peer said goodbye on every stream and closed them: what it sent has all arrived. Messages
+  // complete in memory stay deliverable; receives that nothing can satisfy any more fail.
+  peer_closed_ = true;
+  const absl::Status why = Error("the peer closed the channel");
+  for (auto it = incoming_.begin(); it != incoming_.end();) {
+    Incoming& in = *it->second;
+    if (in.stripes != 0 && in.stripes_done == in.stripes) {
+      ++it;
+      continue;
+    }
+    if (in.request != nullptr) in.request->Complete(why);
+    if (!in.storage.empty()) loop_->ReleaseUnexpected(in.total);
+    it = incoming_.erase(it);
+  }
+  for (auto& stream : streams_) {
+    for (OutFrame& f : stream->queue) {
+      if (f.op != nullptr) f.op->request->Complete(why);
+    }
+    stream->queue.clear();
+    Unwatch(*stream);
+  }
 }
 
 void TcpChannel::ResumePaused() {

@@ -59,6 +59,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   struct Stream;
 
   void CloseWithNotice(const absl::Status& why);
+  void PeerClosed();
   // The connection of `s` broke: report `cause` unless a close notice explains it.
   void LinkLost(Stream& s, const std::string& cause, bool read_side_closed);
   void DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request);
@@ -86,6 +87,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   bool failed_ = false;
   bool shutting_down_ = false;
   bool draining_ = false;
+  bool peer_closed_ = false;  // Goodbye and end of stream on every stream.
 
   mutable absl::Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
