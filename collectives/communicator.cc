@@ -100,7 +100,7 @@ Communicator::~Communicator() {
 }
 
 absl::Status Communicator::health() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return broken_;
 }
 
@@ -114,7 +114,7 @@ std::vector<LinkStats> Communicator::link_stats() const {
 
 void Communicator::Abort(const absl::Status& why) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!broken_.ok()) return;
     broken_ = why;
   }
@@ -150,7 +150,7 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
   auto work = std::make_shared<Work>();
   uint32_t sequence;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     sequence = next_sequence_++;
   }
   CollectiveReport report;

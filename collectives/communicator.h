@@ -8,7 +8,6 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "collectives/arg_check.h"
 #include "collectives/collective_context.h"
@@ -17,6 +16,7 @@
 #include "collectives/worker_pool.h"
 #include "core/buffer.h"
 #include "core/coordinator_client.h"
+#include "core/mutex.h"
 #include "core/options.h"
 #include "core/peer_table.h"
 #include "transports/transport.h"
@@ -89,7 +89,7 @@ class Communicator {
   ScratchPool scratch_;
   std::unique_ptr<WorkerPool> pool_;
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   uint32_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
 };

@@ -7,7 +7,7 @@ namespace hmc {
 ScratchPool::Block ScratchPool::Acquire(size_t bytes) {
   bytes = std::max<size_t>(bytes, 64);
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto best = free_.end();
     for (auto it = free_.begin(); it != free_.end(); ++it) {
       if (it->bytes >= bytes && (best == free_.end() || it->bytes < best->bytes)) best = it;
@@ -22,7 +22,7 @@ ScratchPool::Block ScratchPool::Acquire(size_t bytes) {
 }
 
 void ScratchPool::Release(Block block) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   // Keep a bounded number of blocks: the largest ones, which are the costly ones to fault in.
   free_.push_back(std::move(block));
   constexpr size_t kMaxBlocks = 16;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "core/mutex.h"
 
 namespace hmc {
 
@@ -26,7 +26,7 @@ class ScratchPool {
   void Release(Block block);
 
  private:
-  absl::Mutex mu_;
+  Mutex mu_;
   std::vector<Block> free_ ABSL_GUARDED_BY(mu_);
 };
 

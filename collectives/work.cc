@@ -3,7 +3,7 @@
 namespace hmc {
 
 absl::Status Work::Wait(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!mu_.AwaitWithDeadline(absl::Condition(&done_), deadline)) {
     return absl::DeadlineExceededError("collective still running at the wait's deadline");
   }
@@ -11,17 +11,17 @@ absl::Status Work::Wait(absl::Time deadline) {
 }
 
 bool Work::done() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return done_;
 }
 
 CollectiveReport Work::report() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return report_;
 }
 
 void Work::Complete(absl::Status status, CollectiveReport report) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   done_ = true;
   status_ = std::move(status);
   report_ = std::move(report);

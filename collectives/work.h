@@ -6,8 +6,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/mutex.h"
 
 namespace hmc {
 
@@ -34,7 +34,7 @@ class Work {
   void Complete(absl::Status status, CollectiveReport report);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   CollectiveReport report_ ABSL_GUARDED_BY(mu_);

@@ -8,14 +8,14 @@ WorkerPool::WorkerPool(int threads) {
 
 WorkerPool::~WorkerPool() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   for (auto& t : threads_) t.join();
 }
 
 void WorkerPool::Submit(std::function<void()> task) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   tasks_.push_back(std::move(task));
 }
 
@@ -23,7 +23,7 @@ void WorkerPool::Run() {
   for (;;) {
     std::function<void()> task;
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       auto ready = [this]()
                        ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || !tasks_.empty(); };
       mu_.Await(absl::Condition(&ready));

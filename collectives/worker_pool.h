@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "core/mutex.h"
 
 namespace hmc {
 
@@ -22,7 +22,7 @@ class WorkerPool {
  private:
   void Run();
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

@@ -72,7 +72,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
 
 Coordinator::~Coordinator() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   const uint64_t one = 1;
@@ -82,17 +82,17 @@ Coordinator::~Coordinator() {
 }
 
 bool Coordinator::WaitUntilFinished(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return mu_.AwaitWithDeadline(absl::Condition(&finished_), deadline);
 }
 
 PeerTable Coordinator::table() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return table_;
 }
 
 std::vector<std::string> Coordinator::rejections() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return rejections_;
 }
 
@@ -100,7 +100,7 @@ void Coordinator::Loop() {
   epoll_event events[64];
   for (;;) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (stopping_) break;
     }
     const int n = epoll_wait(epoll_.get(), events, 64, 100);
@@ -217,7 +217,7 @@ void Coordinator::OnReadable(Connection& c) {
                                 c.parser.buffered())
               : "connection closed";
       if (c.rank < 0 && c.parser.buffered() > 0) {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         rejections_.push_back(absl::StrFormat("%s: %s", c.peer, reason));
         Logf("coordinator", "rejected %s: %s", c.peer, reason);
       }
@@ -242,7 +242,7 @@ void Coordinator::OnReadable(Connection& c) {
 
 void Coordinator::Reject(Connection& c, const std::string& reason) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     rejections_.push_back(absl::StrFormat("%s: %s", c.peer, reason));
   }
   Logf("coordinator", "rejected %s: %s", c.peer, reason);
@@ -268,7 +268,7 @@ absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
       Logf("coordinator", "rank %d left", c.rank);
       const int rank = c.rank;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         table_.peers[rank].alive = false;
         table_.peers[rank].failure = "left";
       }
@@ -276,7 +276,7 @@ absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
       c.rank = -2;  // Departed cleanly: closing the socket is not a failure.
       ++departed_;
       if (departed_ == config_.world_size) {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         finished_ = true;
       }
       return absl::OkStatus();
@@ -324,7 +324,7 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
   }
   int rank = join->rank;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (table_.epoch > 0 || joined_ == config_.world_size) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("world '%s' is full (%d of %d ranks joined)", config_.world_id, joined_,
@@ -355,7 +355,7 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
        join->zone, join->address, joined_, config_.world_size);
   if (joined_ == config_.world_size) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       table_.epoch = 1;
     }
     PublishTable();
@@ -397,7 +397,7 @@ void Coordinator::Drop(int fd, const std::string& reason) {
   rank_fd_[rank] = -1;
   bool complete;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     complete = table_.epoch > 0;
     if (!complete) {
       // Still forming: the slot is free again.
@@ -417,7 +417,7 @@ void Coordinator::Drop(int fd, const std::string& reason) {
   ++departed_;
   PublishTable();
   if (departed_ == config_.world_size) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     finished_ = true;
   }
 }
@@ -437,7 +437,7 @@ void Coordinator::CheckTimers() {
   }
   for (auto& [fd, reason] : expired) {
     if (reason == "handshake timed out") {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       rejections_.push_back(absl::StrFormat("%s: %s", connections_[fd]->peer, reason));
     }
     Drop(fd, reason);

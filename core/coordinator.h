@@ -9,9 +9,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/frame_io.h"
+#include "core/mutex.h"
 #include "core/peer_table.h"
 #include "core/socket.h"
 
@@ -81,7 +81,7 @@ class Coordinator {
   int joined_ = 0;
   int departed_ = 0;  // Ranks that left or failed after the world was complete.
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   PeerTable table_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> rejections_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

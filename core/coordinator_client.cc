@@ -109,7 +109,7 @@ absl::Status CoordinatorClient::Join(const std::string& transport_address, absl:
 CoordinatorClient::~CoordinatorClient() {
   Leave();
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   if (thread_.joinable()) thread_.join();
@@ -117,7 +117,7 @@ CoordinatorClient::~CoordinatorClient() {
 
 void CoordinatorClient::Leave() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (left_ || rank_ < 0 || !broken_.ok()) return;
     left_ = true;
   }
@@ -126,14 +126,14 @@ void CoordinatorClient::Leave() {
 
 absl::Status CoordinatorClient::Write(FrameType type, const std::vector<uint8_t>& payload,
                                       absl::Time deadline) {
-  absl::MutexLock lock(&write_mu_);
+  MutexLock lock(&write_mu_);
   return WriteControlFrame(fd_.get(), type, payload, deadline);
 }
 
 void CoordinatorClient::Shutdown(const absl::Status& why) {
   MembershipCallback callback;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!broken_.ok()) return;
     broken_ = why;
     if (!stopping_ && !left_) callback = callback_;
@@ -150,14 +150,14 @@ void CoordinatorClient::Run() {
   uint8_t buffer[16 << 10];
   for (;;) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (stopping_) return;
     }
     const absl::Time now = absl::Now();
     if (now >= next_heartbeat) {
       bool left;
       {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         left = left_;
       }
       if (!left) {
@@ -199,7 +199,7 @@ void CoordinatorClient::Run() {
         }
         MembershipCallback callback;
         {
-          absl::MutexLock lock(&mu_);
+          MutexLock lock(&mu_);
           if (table_.has_value()) callback = callback_;
           table_ = *table;
         }
@@ -210,7 +210,7 @@ void CoordinatorClient::Run() {
           Shutdown(m.status());
           return;
         }
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         if (auto it = answers_.find(m->request); it != answers_.end()) {
           it->second = std::make_pair(m->found, m->value);
         }
@@ -225,7 +225,7 @@ void CoordinatorClient::Run() {
 }
 
 absl::StatusOr<PeerTable> CoordinatorClient::WaitForPeers(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto ready = [this]()
                    ABSL_SHARED_LOCKS_REQUIRED(mu_) { return table_.has_value() || !broken_.ok(); };
   if (!mu_.AwaitWithDeadline(absl::Condition(&ready), deadline)) {
@@ -238,7 +238,7 @@ absl::StatusOr<PeerTable> CoordinatorClient::WaitForPeers(absl::Time deadline) {
 }
 
 void CoordinatorClient::SetMembershipCallback(MembershipCallback callback) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   callback_ = std::move(callback);
 }
 
@@ -248,13 +248,13 @@ absl::StatusOr<std::string> CoordinatorClient::Request(FrameType type, const std
   KvMessage m{.key = key, .value = value};
   m.wait_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     if (!broken_.ok()) return broken_;
     m.request = next_request_++;
     answers_[m.request] = std::nullopt;
   }
   absl::Status written = Write(type, m.Serialize(), deadline);
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto answered = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return answers_[m.request].has_value() || !broken_.ok();
   };

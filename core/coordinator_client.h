@@ -10,9 +10,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "core/frame.h"
+#include "core/mutex.h"
 #include "core/options.h"
 #include "core/peer_table.h"
 #include "core/socket.h"
@@ -66,8 +66,8 @@ class CoordinatorClient {
   int world_size_ = 0;
   std::thread thread_;
 
-  absl::Mutex write_mu_;  // Serialises frames on the socket.
-  mutable absl::Mutex mu_;
+  Mutex write_mu_;  // Serialises frames on the socket.
+  mutable Mutex mu_;
   std::optional<PeerTable> table_ ABSL_GUARDED_BY(mu_);
   MembershipCallback callback_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::optional<std::pair<bool, std::string>>> answers_ ABSL_GUARDED_BY(mu_);

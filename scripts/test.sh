@@ -26,7 +26,7 @@ echo "== TSan build and tests"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITIZE=thread \
   -DHMC_WITH_GLOO=OFF > /dev/null
 cmake --build build-tsan --parallel --target transport_test coordinator_test collectives_unit_test
-TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
   run_suite build-tsan -R 'TcpTransport|Coordinator|Inproc|HostReduce'
 
 echo "== all suites passed"

@@ -3,7 +3,7 @@
 namespace hmc {
 
 absl::Status Request::Wait(absl::Time deadline) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (!mu_.AwaitWithDeadline(absl::Condition(&done_), deadline)) {
     return absl::DeadlineExceededError("deadline exceeded");
   }
@@ -11,12 +11,12 @@ absl::Status Request::Wait(absl::Time deadline) {
 }
 
 bool Request::done() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return done_;
 }
 
 void Request::Complete(absl::Status status) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (done_) return;
   done_ = true;
   status_ = std::move(status);

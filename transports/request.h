@@ -5,8 +5,8 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/mutex.h"
 
 namespace hmc {
 
@@ -21,7 +21,7 @@ class Request {
   void Complete(absl::Status status);
 
  private:
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
 };

@@ -7,11 +7,11 @@
 #include <thread>
 
 #include "absl/strings/match.h"
-#include "absl/synchronization/notification.h"
 #include "core/auth.h"
 #include "core/coordinator_client.h"
 #include "core/coordinator_protocol.h"
 #include "tests/testing/raw_socket.h"
+#include "transports/request.h"
 
 namespace hmc {
 namespace {
@@ -153,15 +153,15 @@ TEST_F(CoordinatorTest, SilentRankIsDeclaredFailedInANewEpoch) {
   ASSERT_TRUE(WriteControlFrame(raw.get(), FrameType::kJoin, join.Serialize(),
                                 absl::Now() + absl::Seconds(5))
                   .ok());
-  absl::Notification changed;
+  Request changed;  // Completed by the first membership change.
   PeerTable seen;
   (*a)->SetMembershipCallback([&](const PeerTable& t) {
-    if (!changed.HasBeenNotified()) {
+    if (!changed.done()) {
       seen = t;
-      changed.Notify();
+      changed.Complete(absl::OkStatus());
     }
   });
-  ASSERT_TRUE(changed.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  ASSERT_TRUE(changed.Wait(absl::Now() + absl::Seconds(10)).ok());
   EXPECT_EQ(seen.epoch, 2u);
   EXPECT_FALSE(seen.peers[1].alive);
   EXPECT_TRUE(absl::StrContains(seen.peers[1].failure, "no heartbeat")) << seen.peers[1].failure;

@@ -18,7 +18,7 @@ class InprocChannel final : public Channel {
   const std::string& peer_description() const override { return description_; }
 
   RequestPtr Send(uint64_t tag, const void* data, size_t bytes) override {
-    absl::MutexLock lock(&fabric_->mu_);
+    MutexLock lock(&fabric_->mu_);
     if (absl::Status s = BrokenLocked(); !s.ok()) return CompletedRequest(s);
     const InprocFabric::Key key{self_, peer_, tag};
     if (auto it = fabric_->receives_.find(key); it != fabric_->receives_.end()) {
@@ -40,7 +40,7 @@ class InprocChannel final : public Channel {
   }
 
   RequestPtr Recv(uint64_t tag, void* data, size_t bytes) override {
-    absl::MutexLock lock(&fabric_->mu_);
+    MutexLock lock(&fabric_->mu_);
     if (absl::Status s = BrokenLocked(); !s.ok()) return CompletedRequest(s);
     const InprocFabric::Key key{peer_, self_, tag};
     stats_.bytes_received += bytes;
@@ -59,7 +59,7 @@ class InprocChannel final : public Channel {
   }
 
   void Close(const absl::Status& why) override {
-    absl::MutexLock lock(&fabric_->mu_);
+    MutexLock lock(&fabric_->mu_);
     fabric_->broken_.try_emplace({self_, peer_}, why);
     for (auto it = fabric_->receives_.begin(); it != fabric_->receives_.end();) {
       if (std::get<0>(it->first) == peer_ && std::get<1>(it->first) == self_) {
@@ -72,12 +72,12 @@ class InprocChannel final : public Channel {
   }
 
   absl::Status status() const override {
-    absl::MutexLock lock(&fabric_->mu_);
+    MutexLock lock(&fabric_->mu_);
     return BrokenLocked();
   }
 
   LinkStats stats() const override {
-    absl::MutexLock lock(&fabric_->mu_);
+    MutexLock lock(&fabric_->mu_);
     return stats_;
   }
 
@@ -105,7 +105,7 @@ class InprocChannel final : public Channel {
 };
 
 void InprocFabric::Kill(int rank, const absl::Status& why) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   for (auto it = receives_.begin(); it != receives_.end();) {
     if (std::get<0>(it->first) == rank || std::get<1>(it->first) == rank) {
       it->second.request->Complete(why);

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
+#include "core/mutex.h"
 #include "transports/transport.h"
 
 namespace hmc {
@@ -29,7 +29,7 @@ class InprocFabric {
     RequestPtr request;
   };
 
-  absl::Mutex mu_;
+  Mutex mu_;
   std::map<Key, std::vector<uint8_t>> messages_ ABSL_GUARDED_BY(mu_);
   std::map<Key, PostedRecv> receives_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, absl::Status> broken_ ABSL_GUARDED_BY(mu_);

@@ -120,7 +120,7 @@ void TcpChannel::CloseWithNotice(const absl::Status& why) {
 }
 
 absl::Status TcpChannel::status() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return status_;
 }
 
@@ -500,7 +500,7 @@ void TcpChannel::Fail(const absl::Status& why, bool notify) {
   if (failed_) return;
   failed_ = true;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     status_ = why;
   }
   for (auto& stream : streams_) {

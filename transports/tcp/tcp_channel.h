@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "core/frame.h"
+#include "core/mutex.h"
 #include "core/socket.h"
 #include "transports/transport.h"
 
@@ -89,7 +89,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   bool draining_ = false;
   bool peer_closed_ = false;  // Goodbye and end of stream on every stream.
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0},
       messages_received_{0};

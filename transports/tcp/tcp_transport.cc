@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
 
 TcpTransport::~TcpTransport() {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     stopping_ = true;
   }
   Post([] {});
@@ -89,7 +89,7 @@ TcpTransport::~TcpTransport() {
 
 void TcpTransport::Post(std::function<void()> work) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     posted_.push_back(std::move(work));
   }
   const uint64_t one = 1;
@@ -135,26 +135,26 @@ void TcpTransport::OnChannelFailed(int rank, const absl::Status& why) {
        why.message());
   FailureCallback callback;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     callback = failure_callback_;
   }
   if (callback) callback(rank, why);
 }
 
 void TcpTransport::SetFailureCallback(FailureCallback callback) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   failure_callback_ = std::move(callback);
 }
 
 std::vector<std::string> TcpTransport::rejections() const {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   return rejections_;
 }
 
 void TcpTransport::RunPosted() {
   std::vector<std::function<void()>> work;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     work.swap(posted_);
   }
   for (auto& w : work) w();
@@ -164,7 +164,7 @@ void TcpTransport::Run() {
   epoll_event events[128];
   for (;;) {
     {
-      absl::MutexLock lock(&mu_);
+      MutexLock lock(&mu_);
       if (stopping_) break;
     }
     const int n = epoll_wait(epoll_.get(), events, 128, shutdown_request_ != nullptr ? 5 : 100);
@@ -276,7 +276,7 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
   const std::string peer = h.peer;
   handshakes_.erase(fd);
   if (absl::Status s = AttachInbound(hello->rank, hello->stream, std::move(owned)); !s.ok()) {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     rejections_.push_back(absl::StrFormat("%s: %s", peer, s.message()));
     Logf("tcp", "rejected %s: %s", peer, s.message());
   }
@@ -304,7 +304,7 @@ absl::Status TcpTransport::AttachInbound(int rank, int stream, UniqueFd fd) {
 
 void TcpTransport::RejectHandshake(Handshake& h, const std::string& reason) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     rejections_.push_back(absl::StrFormat("%s: %s", h.peer, reason));
   }
   Logf("tcp", "rejected inbound connection from %s: %s", h.peer, reason);
@@ -344,7 +344,7 @@ void TcpTransport::UpdateConnected() {
   for (auto& channel : channels_) {
     if (channel != nullptr && !channel->connected()) all = false;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   all_connected_ = all;
 }
 
@@ -428,7 +428,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
     early.swap(early_);
     for (auto& [key, fd] : early) {
       if (absl::Status s = AttachInbound(key.first, key.second, std::move(fd)); !s.ok()) {
-        absl::MutexLock lock(&mu_);
+        MutexLock lock(&mu_);
         rejections_.push_back(s.ToString());
       }
     }
@@ -436,14 +436,14 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
   });
   // The higher rank of each pair connects: one thread per lower peer, its streams in turn.
   std::vector<std::thread> connectors;
-  absl::Mutex errors_mu;
+  Mutex errors_mu;
   std::vector<std::string> errors;
   for (const PeerAddress& p : peers) {
     if (p.rank >= rank) continue;
     connectors.emplace_back([&, p] {
       for (int s = 0; s < config_.limits.streams; ++s) {
         if (absl::Status st = ConnectStream(p, rank, s, deadline); !st.ok()) {
-          absl::MutexLock lock(&errors_mu);
+          MutexLock lock(&errors_mu);
           errors.push_back(absl::StrFormat("%s: %s", p.description, st.message()));
           return;
         }
@@ -452,7 +452,7 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
   }
   bool connected;
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     connected = mu_.AwaitWithDeadline(absl::Condition(&all_connected_), deadline) || all_connected_;
   }
   for (auto& t : connectors) t.join();

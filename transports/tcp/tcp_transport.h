@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "core/frame_io.h"
+#include "core/mutex.h"
 #include "core/socket.h"
 #include "transports/tcp/tcp_channel.h"
 #include "transports/tcp/tcp_loop.h"
@@ -104,7 +104,7 @@ class TcpTransport final : public Transport, private TcpLoop {
   absl::Time shutdown_deadline_;
   bool stopped_ = false;  // The progress thread has ended (destruction).
 
-  mutable absl::Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool all_connected_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,0 +1,86 @@
+#ifndef HMC_CORE_MUTEX_H_
+#define HMC_CORE_MUTEX_H_
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+#if defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace hmc {
+
+// absl::Mutex as hmc uses it, visible to ThreadSanitizer. Debian's Abseil is a prebuilt shared
+// library without TSan instrumentation, so TSan cannot see the happens-before edges its Mutex
+// creates and reports every guarded access as a race. In TSan builds this wrapper announces them
+// (__tsan_acquire after taking the lock, __tsan_release before letting it go, also around the
+// condition checks Await runs under the lock); in other builds it adds nothing.
+class ABSL_LOCKABLE Mutex {
+ public:
+  void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
+    mu_.Lock();
+    Acquired();
+  }
+  void Unlock() ABSL_UNLOCK_FUNCTION() {
+    Releasing();
+    mu_.Unlock();
+  }
+  // Waits, with the lock held, until `condition` is true.
+  void Await(const absl::Condition& condition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+    AwaitWithDeadline(condition, absl::InfiniteFuture());
+  }
+  // As Await, but gives up at the deadline; returns whether the condition holds.
+  bool AwaitWithDeadline(const absl::Condition& condition, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
+#if defined(__SANITIZE_THREAD__)
+    struct Check {
+      Mutex* mutex;
+      const absl::Condition* condition;
+    } check{this, &condition};
+    Releasing();
+    const bool met = mu_.AwaitWithDeadline(absl::Condition(
+                                               +[](Check* c) {
+                                                 c->mutex->Acquired();
+                                                 const bool value = c->condition->Eval();
+                                                 c->mutex->Releasing();
+                                                 return value;
+                                               },
+                                               &check),
+                                           deadline);
+    Acquired();
+    return met;
+#else
+    return mu_.AwaitWithDeadline(condition, deadline);
+#endif
+  }
+
+ private:
+  void Acquired() {
+#if defined(__SANITIZE_THREAD__)
+    __tsan_acquire(this);
+#endif
+  }
+  void Releasing() {
+#if defined(__SANITIZE_THREAD__)
+    __tsan_release(this);
+#endif
+  }
+
+  absl::Mutex mu_;
+};
+
+class ABSL_SCOPED_LOCKABLE MutexLock {
+ public:
+  explicit MutexLock(Mutex* mu) ABSL_EXCLUSIVE_LOCK_FUNCTION(mu) : mu_(mu) { mu_->Lock(); }
+  ~MutexLock() ABSL_UNLOCK_FUNCTION() { mu_->Unlock(); }
+  MutexLock(const MutexLock&) = delete;
+  MutexLock& operator=(const MutexLock&) = delete;
+
+ private:
+  Mutex* const mu_;
+};
+
+}  // namespace hmc
+
+#endif  // HMC_CORE_MUTEX_H_
