@@ -33,9 +33,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   absl::StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
   if (!client.ok()) return client.status();
   TcpTransportConfig config;
-  config.bind = options.bind_addr.empty() ? SocketAddress((*client)->local_address()).ToString()
-                                          : options.bind_addr;
-  if (options.bind_addr.empty()) {
+  config.bind = options.bind_addr;
+  if (config.bind.empty()) {
     // The interface that reaches the coordinator, any port.
     SocketAddress local = (*client)->local_address();
     local.set_port(0);

@@ -172,14 +172,17 @@ absl::StatusOr<UniqueFd> ListenTcp(const SocketAddress& address, int backlog,
   return fd;
 }
 
-absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time deadline,
-                                    int64_t buffer_bytes) {
-  UniqueFd fd(socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+namespace {
+
+// Connects a fresh non-blocking socket of `family` to `address` within the deadline.
+absl::StatusOr<UniqueFd> ConnectSocket(int family, const sockaddr* address, socklen_t length,
+                                       absl::Time deadline, int64_t buffer_bytes,
+                                       const std::string& what) {
+  UniqueFd fd(socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Errno("socket");
   if (absl::Status s = SetBufferSizes(fd.get(), buffer_bytes); !s.ok()) return s;
-  const std::string what = absl::StrFormat("connect to %s", address.ToString());
-  if (connect(fd.get(), address.raw(), address.length()) != 0) {
-    if (errno != EINPROGRESS) return Errno(what);
+  if (connect(fd.get(), address, length) != 0) {
+    if (errno != EINPROGRESS && errno != EAGAIN) return Errno(what);
     if (absl::Status s = WaitReady(fd.get(), POLLOUT, deadline, what); !s.ok()) return s;
     int error = 0;
     socklen_t len = sizeof(error);
@@ -189,7 +192,18 @@ absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time dea
       return Errno(what);
     }
   }
-  if (absl::Status s = SetNoDelay(fd.get()); !s.ok()) return s;
+  return fd;
+}
+
+}  // namespace
+
+absl::StatusOr<UniqueFd> ConnectTcp(const SocketAddress& address, absl::Time deadline,
+                                    int64_t buffer_bytes) {
+  absl::StatusOr<UniqueFd> fd =
+      ConnectSocket(address.family(), address.raw(), address.length(), deadline, buffer_bytes,
+                    absl::StrFormat("connect to %s", address.ToString()));
+  if (!fd.ok()) return fd;
+  if (absl::Status s = SetNoDelay(fd->get()); !s.ok()) return s;
   return fd;
 }
 
@@ -228,22 +242,8 @@ absl::StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name, absl::Tim
   socklen_t length = 0;
   absl::StatusOr<sockaddr_un> address = AbstractAddress(abstract_name, &length);
   if (!address.ok()) return address.status();
-  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
-  if (!fd.valid()) return Errno("socket(AF_UNIX)");
-  if (absl::Status s = SetBufferSizes(fd.get(), buffer_bytes); !s.ok()) return s;
-  const std::string what = absl::StrFormat("connect to local:%s", abstract_name);
-  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&*address), length) != 0) {
-    if (errno != EAGAIN && errno != EINPROGRESS) return Errno(what);
-    if (absl::Status s = WaitReady(fd.get(), POLLOUT, deadline, what); !s.ok()) return s;
-    int error = 0;
-    socklen_t len = sizeof(error);
-    getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &error, &len);
-    if (error != 0) {
-      errno = error;
-      return Errno(what);
-    }
-  }
-  return fd;
+  return ConnectSocket(AF_UNIX, reinterpret_cast<const sockaddr*>(&*address), length, deadline,
+                       buffer_bytes, absl::StrFormat("connect to local:%s", abstract_name));
 }
 
 absl::Status SetNonBlocking(int fd) {

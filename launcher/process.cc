@@ -15,6 +15,12 @@ extern char** environ;
 
 namespace hmc {
 
+std::string SelfExecutable(const std::string& fallback) {
+  char self[4096] = {};
+  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  return len > 0 ? std::string(self, static_cast<size_t>(len)) : fallback;
+}
+
 int ExitCodeOf(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
   if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);

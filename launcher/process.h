@@ -40,6 +40,9 @@ class Process {
   int exit_status_ = -1;  // Set once reaped.
 };
 
+// The path of the running program (/proc/self/exe), or `fallback` if it cannot be read.
+std::string SelfExecutable(const std::string& fallback);
+
 // Converts a wait status to an exit code (128+signal for signals).
 int ExitCodeOf(int wait_status);
 

@@ -21,6 +21,7 @@
 #include "collectives/check_pattern.h"
 #include "collectives/communicator.h"
 #include "launcher/local_group.h"
+#include "launcher/process.h"
 
 namespace hmc {
 namespace {
@@ -293,9 +294,7 @@ int main(int argc, char** argv) {
   }
   if (a.np > 0 && options->coordinator.empty()) {
     hmc::LocalGroupSpec spec;
-    char self[4096] = {};
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    spec.argv = {len > 0 ? std::string(self, len) : std::string(argv[0])};
+    spec.argv = {hmc::SelfExecutable(argv[0])};
     spec.argv.insert(spec.argv.end(), a.forwarded.begin(), a.forwarded.end());
     spec.ranks = a.np;
     spec.options = *options;

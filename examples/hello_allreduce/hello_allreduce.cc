@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "collectives/communicator.h"
 #include "launcher/local_group.h"
+#include "launcher/process.h"
 
 namespace {
 
@@ -81,10 +82,7 @@ int main(int argc, char** argv) {
   if (np > 0 && options->coordinator.empty()) {
     // Launcher mode: this program again, as np ranks in two zones, with a local coordinator.
     hmc::LocalGroupSpec spec;
-    char self[4096] = {};
-    const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    spec.argv = {len > 0 ? std::string(self, len) : std::string(argv[0]),
-                 "--count=" + std::to_string(count)};
+    spec.argv = {hmc::SelfExecutable(argv[0]), "--count=" + std::to_string(count)};
     spec.ranks = np;
     spec.options = *options;
     spec.zones = {"zone-a", "zone-b"};

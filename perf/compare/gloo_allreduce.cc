@@ -161,10 +161,8 @@ int main(int argc, char** argv) {
   char pattern[] = "/tmp/hmc-gloo-XXXXXX";
   if (mkdtemp(pattern) == nullptr) return 1;
   const std::string store = pattern;
-  char self[4096] = {};
-  const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
   std::vector<std::string> child_argv(argv, argv + argc);
-  child_argv[0] = len > 0 ? std::string(self, len) : std::string(argv[0]);
+  child_argv[0] = hmc::SelfExecutable(argv[0]);
   std::vector<hmc::Process> ranks;
   for (int r = 0; r < np; ++r) {
     auto p = hmc::Process::Spawn(

@@ -21,6 +21,17 @@ inline void SendBytes(int fd, const std::vector<uint8_t>& bytes) {
   WriteFully(fd, bytes, absl::Now() + absl::Seconds(10)).IgnoreError();
 }
 
+// A valid frame header whose payload length is far beyond any limit.
+inline std::vector<uint8_t> OversizedHeader(FrameType type) {
+  FrameHeader h;
+  h.type = type;
+  h.payload_bytes = uint64_t{1} << 50;
+  h.total_bytes = h.payload_bytes;
+  std::vector<uint8_t> header(kFrameHeaderBytes);
+  EncodeFrameHeader(h, std::span<uint8_t, kFrameHeaderBytes>(header.data(), kFrameHeaderBytes));
+  return header;
+}
+
 // Reads until the service closes the connection (or 10 s pass) and returns what it sent.
 inline std::string ReadUntilClosed(int fd) {
   std::string out;

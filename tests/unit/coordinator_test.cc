@@ -177,13 +177,7 @@ TEST_F(CoordinatorTest, GarbageTruncationAndOversizedLengthsAreRejected) {
   EXPECT_TRUE(absl::StrContains(ReadUntilClosed(garbage.get()), "not an hmc frame"));
   // A frame header that claims a huge payload.
   UniqueFd oversized = Dial(coordinator_->address());
-  FrameHeader h;
-  h.type = FrameType::kJoin;
-  h.payload_bytes = uint64_t{1} << 40;
-  h.total_bytes = h.payload_bytes;
-  std::vector<uint8_t> header(kFrameHeaderBytes);
-  EncodeFrameHeader(h, std::span<uint8_t, kFrameHeaderBytes>(header.data(), kFrameHeaderBytes));
-  SendBytes(oversized.get(), header);
+  SendBytes(oversized.get(), testing_util::OversizedHeader(FrameType::kJoin));
   EXPECT_TRUE(absl::StrContains(ReadUntilClosed(oversized.get()), "exceeds the limit"));
   // A frame cut short, then the connection closed.
   {

@@ -230,13 +230,7 @@ TEST(TcpTransport, RejectsBadHandshakesAndKeepsServing) {
   EXPECT_TRUE(absl::StrContains(ReadUntilClosed(garbage.get()), "not an hmc frame"));
   // An oversized length.
   UniqueFd oversized = Dial(*address);
-  FrameHeader h;
-  h.type = FrameType::kPeerHello;
-  h.payload_bytes = uint64_t{1} << 50;
-  h.total_bytes = h.payload_bytes;
-  std::vector<uint8_t> header(kFrameHeaderBytes);
-  EncodeFrameHeader(h, std::span<uint8_t, kFrameHeaderBytes>(header.data(), kFrameHeaderBytes));
-  SendBytes(oversized.get(), header);
+  SendBytes(oversized.get(), testing_util::OversizedHeader(FrameType::kPeerHello));
   EXPECT_TRUE(absl::StrContains(ReadUntilClosed(oversized.get()), "exceeds the limit"));
   // A truncated frame.
   {
