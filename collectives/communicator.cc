@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   config.limits.stripe_min_bytes = static_cast<uint64_t>(options.stripe_min_bytes);
   config.limits.max_frame_bytes = static_cast<uint64_t>(options.max_frame_bytes);
   config.limits.epoch = kInitialEpoch;
+  config.limits.pull_min_bytes = static_cast<uint64_t>(options.pull_min_bytes);
   absl::StatusOr<std::unique_ptr<TcpTransport>> transport = TcpTransport::Create(config);
   if (!transport.ok()) return transport.status();
   if (absl::Status s = (*client)->Join((*transport)->address(), deadline); !s.ok()) return s;

@@ -30,7 +30,7 @@ bool IsKnownType(uint8_t raw) {
   return (raw >= static_cast<uint8_t>(FrameType::kChallenge) &&
           raw <= static_cast<uint8_t>(FrameType::kLeave)) ||
          (raw >= static_cast<uint8_t>(FrameType::kPeerChallenge) &&
-          raw <= static_cast<uint8_t>(FrameType::kData));
+          raw <= static_cast<uint8_t>(FrameType::kRendezvousDone));
 }
 
 constexpr size_t kHeaderCrcOffset = kFrameHeaderBytes - 4;
@@ -67,6 +67,10 @@ absl::string_view FrameTypeName(FrameType type) {
       return "peer-accept";
     case FrameType::kData:
       return "data";
+    case FrameType::kRendezvous:
+      return "rendezvous";
+    case FrameType::kRendezvousDone:
+      return "rendezvous-done";
   }
   return "unknown";
 }

@@ -36,6 +36,8 @@ enum class FrameType : uint8_t {
   kPeerHello = 17,
   kPeerAccept = 18,
   kData = 19,
+  kRendezvous = 20,      // A large message the receiver pulls from the sender's memory.
+  kRendezvousDone = 21,  // The receiver pulled it (or could not: the sender sends it instead).
 };
 
 inline constexpr uint8_t kFlagPayloadChecksum = 1;

@@ -34,6 +34,9 @@ const OptionSpec kOptionTable[] = {
     {"streams", &Options::streams, "TCP connections per peer; large messages are striped."},
     {"local_sockets", &Options::local_sockets,
      "Peers in the same network namespace (same host) connect over Unix domain sockets."},
+    {"pull_min_bytes", &Options::pull_min_bytes,
+     "Messages this large to a peer on local sockets are copied once, by the receiver, straight "
+     "from the sender's memory (process_vm_readv); 0 turns this off."},
     {"socket_buffer_bytes", &Options::socket_buffer_bytes,
      "SO_SNDBUF/SO_RCVBUF per socket; 0 keeps kernel autotuning."},
     {"stripe_min_bytes", &Options::stripe_min_bytes,
@@ -122,7 +125,7 @@ absl::Status Validate(const Options& o) {
         absl::StrFormat("algo=%s: must be auto, ring or halving_doubling", o.algo));
   }
   if (o.max_frame_bytes < 4096 || o.max_unexpected_bytes < 0 || o.stripe_min_bytes < 1 ||
-      o.socket_buffer_bytes < 0 || o.small_message_bytes < 0) {
+      o.socket_buffer_bytes < 0 || o.small_message_bytes < 0 || o.pull_min_bytes < 0) {
     return absl::InvalidArgumentError("a size option is out of range");
   }
   return absl::OkStatus();

@@ -29,6 +29,7 @@ struct Options {
   // Transport.
   int64_t streams = 4;                   // TCP connections per peer.
   bool local_sockets = true;             // Unix domain sockets to peers in this network namespace.
+  int64_t pull_min_bytes = 64 << 10;     // Single-copy pulls from local peers; 0: off.
   int64_t socket_buffer_bytes = 0;       // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning.
   int64_t stripe_min_bytes = 256 << 10;  // Messages below this go on one stream.
   int64_t max_frame_bytes = int64_t{1} << 32;
@@ -37,7 +38,7 @@ struct Options {
   // Collectives.
   std::string algo = "auto";  // auto, ring or halving_doubling.
   int64_t small_message_bytes = 256 << 10;
-  int64_t chunk_bytes = 1 << 20;  // Pipeline segment.
+  int64_t chunk_bytes = 2 << 20;  // Pipeline segment.
   bool check_args = true;
   int64_t workers = 2;  // Threads that run collectives (several may be in flight).
 

@@ -13,6 +13,7 @@
 #include "core/auth.h"
 #include "core/coordinator_protocol.h"
 #include "tests/testing/raw_socket.h"
+#include "transports/tcp/cma.h"
 #include "transports/tcp/handshake.h"
 
 namespace hmc {
@@ -129,6 +130,50 @@ TEST_P(TcpTransportTest, ManyTagsInFlightFromSeveralThreads) {
 
 INSTANTIATE_TEST_SUITE_P(StreamsAndSockets, TcpTransportTest,
                          testing::Combine(testing::Values(1, 4), testing::Bool()));
+
+// A receiver that refuses pulls answers the rendezvous with a refusal; the sender then streams
+// the message, and keeps streaming to that peer.
+TEST(TcpTransport, RefusedPullFallsBackToStreaming) {
+  std::vector<std::unique_ptr<TcpTransport>> transports;
+  std::vector<PeerAddress> peers;
+  for (int r = 0; r < 2; ++r) {
+    TcpTransportConfig config = Config("127.0.0.1:0", 2);
+    config.limits.pull_min_bytes = r == 0 ? 4096 : 0;  // Rank 1 refuses to pull.
+    auto t = TcpTransport::Create(config);
+    ASSERT_TRUE(t.ok());
+    peers.push_back(PeerAddress{r, (*t)->address(), absl::StrFormat("rank %d", r)});
+    transports.push_back(std::move(*t));
+  }
+  std::vector<std::vector<std::shared_ptr<Channel>>> channels(2);
+  std::thread other(
+      [&] { channels[1] = *transports[1]->ConnectAll(1, peers, absl::Now() + absl::Seconds(10)); });
+  channels[0] = *transports[0]->ConnectAll(0, peers, absl::Now() + absl::Seconds(10));
+  other.join();
+  for (int round = 0; round < 2; ++round) {
+    std::vector<uint8_t> data = Pattern(1 << 20, static_cast<uint8_t>(round)), got(1 << 20);
+    auto recv = channels[1][0]->Recv(round, got.data(), got.size());
+    auto send = channels[0][1]->Send(round, data.data(), data.size());
+    ASSERT_TRUE(send->Wait(absl::Now() + absl::Seconds(10)).ok());
+    ASSERT_TRUE(recv->Wait(absl::Now() + absl::Seconds(10)).ok());
+    EXPECT_EQ(got, data);
+  }
+  EXPECT_EQ(channels[1][0]->stats().bytes_received, 2u << 20);
+}
+
+TEST(CrossMemoryAttach, PullsFromThisProcessAndChecksIdentity) {
+  std::vector<uint8_t> data = Pattern(300000, 5), got(300000);
+  RemoteBuffer self = DescribeLocalBuffer(data.data());
+  EXPECT_TRUE(IsSameProcess(self));
+  ASSERT_TRUE(PullRemote(self, got.data(), got.size()).ok());
+  EXPECT_EQ(got, data);
+  RemoteBuffer impostor = self;
+  impostor.identity[0] ^= 1;  // Another process at this pid would hold other bytes there.
+  EXPECT_FALSE(IsSameProcess(impostor));
+  RemoteBuffer gone = self;
+  gone.pid = 0x7ffffff0;  // No such process.
+  EXPECT_FALSE(IsSameProcess(gone));
+  EXPECT_FALSE(PullRemote(gone, got.data(), 16).ok());
+}
 
 TEST(TcpTransport, WorksOverIpv6) {
   auto probe = SocketAddress::Parse("[::1]:0");

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/frame_io.h"
+#include "transports/tcp/cma.h"
 #include "transports/tcp/stripe.h"
 #include "transports/tcp/tcp_loop.h"
 
@@ -16,6 +17,7 @@ namespace hmc {
 
 namespace {
 constexpr size_t kMaxLeaveReasonBytes = 4096;
+constexpr uint64_t kMaxControlOnDataStream = 8192;
 }  // namespace
 
 struct TcpChannel::SendOp {
@@ -28,7 +30,8 @@ struct TcpChannel::OutFrame {
   const uint8_t* data = nullptr;
   uint64_t bytes = 0;          // Payload bytes.
   uint64_t written = 0;        // Header and payload bytes written so far.
-  std::shared_ptr<SendOp> op;  // Null for a goodbye.
+  std::shared_ptr<SendOp> op;  // Null for control frames.
+  std::vector<uint8_t> owned;  // A control frame's payload (data points into it).
 };
 
 // A message being received: posted by Recv, or arrived first ("unexpected") into own storage.
@@ -56,10 +59,10 @@ struct TcpChannel::Stream {
   FrameHeader header;
   uint8_t* dest = nullptr;
   uint64_t remaining = 0;
-  bool paused = false;          // A header waits for memory or a posted receive.
-  bool said_goodbye = false;    // This side sent its goodbye and shut down writing.
-  bool got_goodbye = false;     // The peer said goodbye.
-  std::vector<uint8_t> notice;  // The reason of a close notice being read.
+  bool paused = false;           // A header waits for memory or a posted receive.
+  bool said_goodbye = false;     // This side sent its goodbye and shut down writing.
+  bool got_goodbye = false;      // The peer said goodbye.
+  std::vector<uint8_t> control;  // The payload of a control frame being read.
   bool eof = false;
 };
 
@@ -129,7 +132,7 @@ LinkStats TcpChannel::stats() const {
                    messages_received_.load()};
 }
 
-absl::Status TcpChannel::AttachStream(int index, UniqueFd fd) {
+absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
   if (index < 0 || index >= static_cast<int>(streams_.size())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("stream %d out of range (%d streams)", index, streams_.size()));
@@ -140,6 +143,7 @@ absl::Status TcpChannel::AttachStream(int index, UniqueFd fd) {
   }
   if (failed_) return status();
   s.fd = std::move(fd);
+  local_streams_ += local ? 1 : 0;
   s.interest = EPOLLIN;
   loop_->Watch(s.fd.get(), &s.target, s.interest);
   ++attached_;
@@ -154,6 +158,20 @@ void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, Reque
                                      : Error("channel is shutting down"));
     return;
   }
+  const bool all_local = local_streams_ == static_cast<int>(streams_.size());
+  if (all_local && !pull_refused_ && limits_.pull_min_bytes > 0 &&
+      bytes >= limits_.pull_min_bytes) {
+    auto op = std::make_shared<SendOp>();
+    op->request = std::move(request);
+    pull_sends_[tag] = PullSend{op, data, bytes};
+    SendControl(FrameType::kRendezvous, tag, bytes, DescribeLocalBuffer(data).Serialize());
+    return;
+  }
+  SendStreamed(tag, data, bytes, std::move(request));
+}
+
+void TcpChannel::SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes,
+                              RequestPtr request) {
   const uint16_t stripes =
       StripeCount(bytes, static_cast<int>(streams_.size()), limits_.stripe_min_bytes);
   auto op = std::make_shared<SendOp>();
@@ -182,9 +200,69 @@ void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, Reque
   }
 }
 
+void TcpChannel::SendControl(FrameType type, uint64_t tag, uint64_t total_bytes,
+                             std::vector<uint8_t> payload) {
+  Stream& s = *streams_[next_single_stream_++ % streams_.size()];
+  OutFrame frame;
+  FrameHeader header;
+  header.type = type;
+  header.flags = kFlagPayloadChecksum;
+  header.tag = tag;
+  header.epoch = limits_.epoch;
+  header.total_bytes = std::max<uint64_t>(total_bytes, payload.size());
+  header.payload_bytes = payload.size();
+  header.payload_crc = Checksum(payload);
+  EncodeFrameHeader(header, frame.header);
+  frame.owned = std::move(payload);
+  frame.data = frame.owned.data();
+  frame.bytes = frame.owned.size();
+  s.queue.push_back(std::move(frame));
+  if (s.queue.size() == 1 && s.fd.valid()) Write(s);
+}
+
+void TcpChannel::Pull(uint64_t tag, const std::vector<uint8_t>& description) {
+  Incoming& in = *incoming_[tag];
+  absl::StatusOr<RemoteBuffer> remote = RemoteBuffer::Parse(description);
+  if (!remote.ok()) {
+    Fail(Error(remote.status().message()), /*notify=*/true);
+    return;
+  }
+  // This side may refuse pulls (pull_min_bytes == 0); then the sender streams the message.
+  if (peer_verified_ == 0 && limits_.pull_min_bytes > 0) {
+    peer_verified_ = IsSameProcess(*remote) ? 1 : -1;
+  }
+  const bool pulled = peer_verified_ == 1 && PullRemote(*remote, in.user, in.total).ok();
+  SendControl(FrameType::kRendezvousDone, tag, 0,
+              std::vector<uint8_t>{pulled ? uint8_t{1} : uint8_t{0}});
+  if (!pulled) return;  // The sender streams the message instead; the receive stays posted.
+  bytes_received_.fetch_add(in.total, std::memory_order_relaxed);
+  in.stripes = 1;
+  in.stripes_done = 1;
+  Complete(tag);
+}
+
 void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr request) {
   if (failed_) {
     request->Complete(status());
+    return;
+  }
+  if (auto offer = pull_offers_.find(tag); offer != pull_offers_.end()) {
+    auto [offered_bytes, description] = std::move(offer->second);
+    pull_offers_.erase(offer);
+    if (offered_bytes != bytes) {
+      Fail(Error(absl::StrFormat("message size mismatch for tag %#x: the peer sent %d bytes, the "
+                                 "receive expects %d",
+                                 tag, offered_bytes, bytes)),
+           /*notify=*/true);
+      request->Complete(status());
+      return;
+    }
+    auto in = std::make_unique<Incoming>();
+    in->total = bytes;
+    in->user = data;
+    in->request = std::move(request);
+    incoming_[tag] = std::move(in);
+    Pull(tag, description);
     return;
   }
   if (peer_closed_ && incoming_.count(tag) == 0) {
@@ -291,7 +369,7 @@ void TcpChannel::Write(Stream& s) {
       f.written += take;
       left -= take;
       if (f.written < kFrameHeaderBytes + f.bytes) break;
-      bytes_sent_.fetch_add(f.bytes, std::memory_order_relaxed);
+      if (f.op != nullptr) bytes_sent_.fetch_add(f.bytes, std::memory_order_relaxed);
       if (f.op != nullptr && --f.op->stripes_left == 0) {
         messages_sent_.fetch_add(1, std::memory_order_relaxed);
         f.op->request->Complete(absl::OkStatus());
@@ -333,36 +411,37 @@ void TcpChannel::Read(Stream& s) {
         Fail(Error(header.status().message()), /*notify=*/true);
         return;
       }
-      if (header->type == FrameType::kLeave) {
-        if (header->payload_bytes == 0) {
-          s.header_got = 0;
-          s.got_goodbye = true;
-          continue;
-        }
-        if (header->payload_bytes > kMaxLeaveReasonBytes) {
-          Fail(Error("oversized close notice"), /*notify=*/true);
-          return;
-        }
-        // A close notice: its reason is read like a payload, then handled in FinishStripe.
-        s.header = *header;
-        s.have_header = true;
-        s.notice.resize(header->payload_bytes);
-        s.dest = s.notice.data();
-        s.remaining = header->payload_bytes;
-        continue;
-      }
-      if (header->type != FrameType::kData || header->epoch != limits_.epoch) {
-        Fail(Error(header->type != FrameType::kData
-                       ? absl::StrFormat("unexpected %s frame on a data stream",
-                                         FrameTypeName(header->type))
-                       : absl::StrFormat("frame of epoch %d, expected %d", header->epoch,
-                                         limits_.epoch)),
+      if (header->epoch != limits_.epoch) {
+        Fail(Error(absl::StrFormat("frame of epoch %d, expected %d", header->epoch, limits_.epoch)),
              /*notify=*/true);
         return;
       }
       s.header = *header;
+      if (header->type == FrameType::kLeave && header->payload_bytes == 0) {
+        s.header_got = 0;
+        s.got_goodbye = true;
+        continue;
+      }
       s.have_header = true;
-      if (!Route(s)) return;
+      if (header->type == FrameType::kData) {
+        if (!Route(s)) return;
+      } else if (header->type == FrameType::kLeave || header->type == FrameType::kRendezvous ||
+                 header->type == FrameType::kRendezvousDone) {
+        // A small control frame: its payload is read like data, then handled in FinishStripe.
+        if (header->payload_bytes > kMaxControlOnDataStream) {
+          Fail(Error(absl::StrFormat("oversized %s frame", FrameTypeName(header->type))),
+               /*notify=*/true);
+          return;
+        }
+        s.control.resize(header->payload_bytes);
+        s.dest = s.control.data();
+        s.remaining = header->payload_bytes;
+      } else {
+        Fail(Error(absl::StrFormat("unexpected %s frame on a data stream",
+                                   FrameTypeName(header->type))),
+             /*notify=*/true);
+        return;
+      }
     }
     if (s.remaining > 0) {
       const ssize_t n = recv(s.fd.get(), s.dest, std::min(s.remaining, budget), 0);
@@ -378,7 +457,9 @@ void TcpChannel::Read(Stream& s) {
       s.dest += n;
       s.remaining -= static_cast<uint64_t>(n);
       budget -= std::min<uint64_t>(budget, static_cast<uint64_t>(n));
-      bytes_received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      if (s.header.type == FrameType::kData) {
+        bytes_received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+      }
     }
     if (s.remaining == 0) FinishStripe(s);
   }
@@ -441,18 +522,65 @@ bool TcpChannel::Route(Stream& s) {
 void TcpChannel::FinishStripe(Stream& s) {
   s.have_header = false;
   s.header_got = 0;
-  if (s.header.type == FrameType::kLeave) {
-    if (absl::Status c = CheckPayload(s.header, s.notice); !c.ok()) {
-      Fail(Error(c.message()), /*notify=*/true);
-      return;
-    }
-    Fail(Error(
-             absl::StrFormat("closed the link: %s", std::string(s.notice.begin(), s.notice.end()))),
-         /*notify=*/true);
+  if (s.header.type != FrameType::kData) {
+    OnControlFrame(s);
     return;
   }
   Incoming& in = *incoming_.find(s.header.tag)->second;
   if (++in.stripes_done == in.stripes && in.request != nullptr) Complete(s.header.tag);
+}
+
+void TcpChannel::OnControlFrame(Stream& s) {
+  const FrameHeader& h = s.header;
+  if (absl::Status c = CheckPayload(h, s.control); !c.ok()) {
+    Fail(Error(c.message()), /*notify=*/true);
+    return;
+  }
+  switch (h.type) {
+    case FrameType::kLeave:
+      Fail(Error(absl::StrFormat("closed the link: %s",
+                                 std::string(s.control.begin(), s.control.end()))),
+           /*notify=*/true);
+      return;
+    case FrameType::kRendezvous: {
+      auto it = incoming_.find(h.tag);
+      if (it == incoming_.end()) {
+        pull_offers_[h.tag] = {h.total_bytes, s.control};  // Pulled when the receive is posted.
+        return;
+      }
+      Incoming& in = *it->second;
+      if (in.request == nullptr || in.stripes != 0 || in.total != h.total_bytes) {
+        Fail(Error(absl::StrFormat("message size mismatch for tag %#x: the peer sent %d bytes, "
+                                   "the receive expects %d",
+                                   h.tag, h.total_bytes, in.total)),
+             /*notify=*/true);
+        return;
+      }
+      Pull(h.tag, s.control);
+      return;
+    }
+    case FrameType::kRendezvousDone: {
+      auto it = pull_sends_.find(h.tag);
+      if (it == pull_sends_.end() || s.control.size() != 1) {
+        Fail(Error(absl::StrFormat("unexpected rendezvous answer for tag %#x", h.tag)),
+             /*notify=*/true);
+        return;
+      }
+      PullSend send = it->second;
+      pull_sends_.erase(it);
+      if (s.control[0] == 1) {
+        bytes_sent_.fetch_add(send.bytes, std::memory_order_relaxed);
+        messages_sent_.fetch_add(1, std::memory_order_relaxed);
+        send.op->request->Complete(absl::OkStatus());
+      } else {
+        pull_refused_ = true;  // The peer cannot read this process: stream from now on.
+        SendStreamed(h.tag, send.data, send.bytes, send.op->request);
+      }
+      return;
+    }
+    default:
+      return;
+  }
 }
 
 void TcpChannel::PeerClosed() {
@@ -477,6 +605,10 @@ void TcpChannel::PeerClosed() {
     stream->queue.clear();
     Unwatch(*stream);
   }
+  // The peer's memory is gone with it: offers can no longer be pulled, nor answers arrive.
+  for (auto& [tag, send] : pull_sends_) send.op->request->Complete(why);
+  pull_sends_.clear();
+  pull_offers_.clear();
 }
 
 void TcpChannel::ResumePaused() {
@@ -515,6 +647,9 @@ void TcpChannel::Fail(const absl::Status& why, bool notify) {
     if (!in->storage.empty()) loop_->ReleaseUnexpected(in->total);
   }
   incoming_.clear();
+  for (auto& [tag, send] : pull_sends_) send.op->request->Complete(why);
+  pull_sends_.clear();
+  pull_offers_.clear();
   if (notify) loop_->OnChannelFailed(peer_rank_, why);
 }
 

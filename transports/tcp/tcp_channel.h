@@ -24,6 +24,9 @@ struct TcpLimits {
   uint64_t stripe_min_bytes = 256 << 10;
   uint64_t max_frame_bytes = uint64_t{1} << 32;
   uint32_t epoch = 0;
+  // Messages of at least this size to a peer on local sockets are pulled by the receiver from the
+  // sender's memory (cross-memory attach) instead of streamed; 0 turns that off.
+  uint64_t pull_min_bytes = 64 << 10;
 };
 
 // One peer's link: `streams` TCP connections, with large messages striped across them. The
@@ -43,7 +46,8 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   LinkStats stats() const override;
 
   // Progress thread only.
-  absl::Status AttachStream(int index, UniqueFd fd);
+  // `local`: a Unix domain socket to a peer on this host.
+  absl::Status AttachStream(int index, UniqueFd fd, bool local);
   bool connected() const { return attached_ == static_cast<int>(streams_.size()); }
   void OnEvent(int stream, uint32_t events);
   void Fail(const absl::Status& why, bool notify);
@@ -57,12 +61,20 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   struct OutFrame;
   struct Incoming;
   struct Stream;
+  struct PendingPull;
 
   void CloseWithNotice(const absl::Status& why);
   void PeerClosed();
   // The connection of `s` broke: report `cause` unless a close notice explains it.
   void LinkLost(Stream& s, const std::string& cause, bool read_side_closed);
   void DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request);
+  void SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request);
+  // Queues a small control frame (rendezvous, rendezvous-done) on the next stream.
+  void SendControl(FrameType type, uint64_t tag, uint64_t total_bytes,
+                   std::vector<uint8_t> payload);
+  void OnControlFrame(Stream& s);
+  // Pulls a rendezvous message into a posted receive; answers the sender either way.
+  void Pull(uint64_t tag, const std::vector<uint8_t>& description);
   void DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr request);
   void Write(Stream& s);
   void Read(Stream& s);
@@ -84,6 +96,18 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   int attached_ = 0;
   size_t next_single_stream_ = 0;
   std::map<uint64_t, std::unique_ptr<Incoming>> incoming_;
+  // Rendezvous sends waiting for the receiver's answer, and rendezvous offers not yet received.
+  struct PullSend {
+    std::shared_ptr<SendOp> op;
+    const uint8_t* data;
+    uint64_t bytes;
+  };
+  std::map<uint64_t, PullSend> pull_sends_;
+  std::map<uint64_t, std::pair<uint64_t, std::vector<uint8_t>>>
+      pull_offers_;  // tag -> (bytes, description)
+  int local_streams_ = 0;
+  bool pull_refused_ = false;  // The peer could not read this process's memory once.
+  int peer_verified_ = 0;      // 1: the peer's pid is the process it claims; -1: it is not.
   bool failed_ = false;
   bool shutting_down_ = false;
   bool draining_ = false;

@@ -27,6 +27,7 @@ struct TcpTransport::Handshake {
   FrameParser parser;
   absl::Time deadline;
   Target target{nullptr, -1};  // channel == nullptr, stream == fd: a handshake.
+  bool local = false;          // Arrived on the local (Unix) socket.
   bool closing = false;        // Rejected: discarding input until drop_at.
 };
 
@@ -198,6 +199,7 @@ void TcpTransport::Accept(int listener, bool local) {
     h->fd = UniqueFd(fd);
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(fd);
     h->peer = local ? "a local socket" : peer.ok() ? peer->ToString() : "unknown peer";
+    h->local = local;
     h->nonce = RandomNonce();
     h->deadline = absl::Now() + config_.handshake_timeout;
     h->target = Target{nullptr, fd};
@@ -274,17 +276,19 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
   Unwatch(fd);
   UniqueFd owned(h.fd.Release());
   const std::string peer = h.peer;
+  const bool local = h.local;
   handshakes_.erase(fd);
-  if (absl::Status s = AttachInbound(hello->rank, hello->stream, std::move(owned)); !s.ok()) {
+  if (absl::Status s = AttachInbound(hello->rank, hello->stream, std::move(owned), local);
+      !s.ok()) {
     MutexLock lock(&mu_);
     rejections_.push_back(absl::StrFormat("%s: %s", peer, s.message()));
     Logf("tcp", "rejected %s: %s", peer, s.message());
   }
 }
 
-absl::Status TcpTransport::AttachInbound(int rank, int stream, UniqueFd fd) {
+absl::Status TcpTransport::AttachInbound(int rank, int stream, UniqueFd fd, bool local) {
   if (channels_.empty()) {
-    auto [it, inserted] = early_.try_emplace({rank, stream}, std::move(fd));
+    auto [it, inserted] = early_.try_emplace({rank, stream}, std::make_pair(std::move(fd), local));
     if (!inserted) {
       return absl::AlreadyExistsError(
           absl::StrFormat("duplicate connection from rank %d stream %d", rank, stream));
@@ -295,7 +299,7 @@ absl::Status TcpTransport::AttachInbound(int rank, int stream, UniqueFd fd) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "rank %d may not connect to rank %d in a world of %d", rank, rank_, channels_.size()));
   }
-  if (absl::Status s = channels_[rank]->AttachStream(stream, std::move(fd)); !s.ok()) {
+  if (absl::Status s = channels_[rank]->AttachStream(stream, std::move(fd), local); !s.ok()) {
     return absl::Status(s.code(), absl::StrFormat("rank %d: %s", rank, s.message()));
   }
   UpdateConnected();
@@ -358,6 +362,7 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
     fd = ConnectUnix(peer.address.substr(local_at + std::strlen(kLocalPrefix)), deadline,
                      config_.socket_buffer_bytes);
   }
+  const bool local = fd.ok();
   if (!fd.ok()) {
     absl::StatusOr<SocketAddress> address = SocketAddress::Parse(peer.address.substr(0, local_at));
     if (!address.ok()) return address.status();
@@ -398,9 +403,9 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
     return absl::PermissionDeniedError("the peer failed to prove the token");
   }
   auto owned = std::make_shared<UniqueFd>(std::move(*fd));
-  Post([this, r = peer.rank, stream, owned] {
+  Post([this, r = peer.rank, stream, owned, local] {
     if (channels_.empty() || channels_[r] == nullptr) return;
-    if (absl::Status s = channels_[r]->AttachStream(stream, std::move(*owned)); !s.ok()) {
+    if (absl::Status s = channels_[r]->AttachStream(stream, std::move(*owned), local); !s.ok()) {
       Logf("tcp", "rank %d: attaching stream %d to rank %d: %s", rank_, stream, r, s.message());
     }
     UpdateConnected();
@@ -424,10 +429,12 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
   Post([this, rank, channels] {
     rank_ = rank;
     channels_ = channels;
-    std::map<std::pair<int, int>, UniqueFd> early;
+    std::map<std::pair<int, int>, std::pair<UniqueFd, bool>> early;
     early.swap(early_);
-    for (auto& [key, fd] : early) {
-      if (absl::Status s = AttachInbound(key.first, key.second, std::move(fd)); !s.ok()) {
+    for (auto& [key, connection] : early) {
+      if (absl::Status s =
+              AttachInbound(key.first, key.second, std::move(connection.first), connection.second);
+          !s.ok()) {
         MutexLock lock(&mu_);
         rejections_.push_back(s.ToString());
       }

@@ -66,7 +66,7 @@ class TcpTransport final : public Transport, private TcpLoop {
   void OnHandshakeReadable(Handshake& h);
   void RejectHandshake(Handshake& h, const std::string& reason);
   void DropHandshake(int fd);
-  absl::Status AttachInbound(int rank, int stream, UniqueFd fd);
+  absl::Status AttachInbound(int rank, int stream, UniqueFd fd, bool local);
   void CheckHandshakeDeadlines();
   void UpdateConnected();
   absl::Status ConnectStream(const PeerAddress& peer, int rank, int stream, absl::Time deadline);
@@ -98,7 +98,7 @@ class TcpTransport final : public Transport, private TcpLoop {
   std::vector<std::shared_ptr<TcpChannel>> channels_;
   std::map<int, std::unique_ptr<Handshake>> handshakes_;
   // Streams that completed their handshake before ConnectAll created the channels.
-  std::map<std::pair<int, int>, UniqueFd> early_;
+  std::map<std::pair<int, int>, std::pair<UniqueFd, bool>> early_;  // (fd, local)
   uint64_t unexpected_bytes_ = 0;
   RequestPtr shutdown_request_;
   absl::Time shutdown_deadline_;
