@@ -152,14 +152,12 @@ absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
 }
 
 void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request) {
-  if (failed_ || shutting_down_ || peer_closed_) {
-    request->Complete(failed_        ? status()
-                      : peer_closed_ ? Error("the peer closed the channel")
-                                     : Error("channel is shutting down"));
+  if (failed_ || shutting_down_) {
+    request->Complete(failed_ ? status() : Error("channel is shutting down"));
     return;
   }
   const bool all_local = local_streams_ == static_cast<int>(streams_.size());
-  if (all_local && !pull_refused_ && limits_.pull_min_bytes > 0 &&
+  if (all_local && !pull_refused_ && !peer_closed_ && limits_.pull_min_bytes > 0 &&
       bytes >= limits_.pull_min_bytes) {
     auto op = std::make_shared<SendOp>();
     op->request = std::move(request);
@@ -584,8 +582,10 @@ void TcpChannel::OnControlFrame(Stream& s) {
 }
 
 void TcpChannel::PeerClosed() {
-  // The peer said goodbye on every stream and closed them: what it sent has all arrived. Messages
-  // complete in memory stay deliverable; receives that nothing can satisfy any more fail.
+  // The peer said goodbye and ended its side of every stream: everything it will ever send has
+  // arrived. Messages complete in memory stay deliverable; receives that nothing can satisfy any
+  // more fail, and so do offers to pull that it can no longer answer. Its read side may still be
+  // open (it waits for our goodbye), so queued sends go on.
   peer_closed_ = true;
   const absl::Status why = Error("the peer closed the channel");
   for (auto it = incoming_.begin(); it != incoming_.end();) {
@@ -598,14 +598,6 @@ void TcpChannel::PeerClosed() {
     if (!in.storage.empty()) loop_->ReleaseUnexpected(in.total);
     it = incoming_.erase(it);
   }
-  for (auto& stream : streams_) {
-    for (OutFrame& f : stream->queue) {
-      if (f.op != nullptr) f.op->request->Complete(why);
-    }
-    stream->queue.clear();
-    Unwatch(*stream);
-  }
-  // The peer's memory is gone with it: offers can no longer be pulled, nor answers arrive.
   for (auto& [tag, send] : pull_sends_) send.op->request->Complete(why);
   pull_sends_.clear();
   pull_offers_.clear();
