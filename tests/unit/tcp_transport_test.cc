@@ -175,6 +175,46 @@ TEST(CrossMemoryAttach, PullsFromThisProcessAndChecksIdentity) {
   EXPECT_FALSE(PullRemote(gone, got.data(), 16).ok());
 }
 
+// Messages that arrive before their receives are buffered only up to max_unexpected_bytes; past
+// that the transport stops reading the stream (TCP pushes back on the sender) and resumes once
+// receives are posted. Everything still arrives intact.
+TEST(TcpTransport, UnexpectedMessagesStayWithinTheirMemoryBound) {
+  std::vector<std::unique_ptr<TcpTransport>> transports;
+  std::vector<PeerAddress> peers;
+  for (int r = 0; r < 2; ++r) {
+    TcpTransportConfig config = Config("127.0.0.1:0", 2, kToken, /*local_sockets=*/false);
+    config.max_unexpected_bytes = 64 << 10;
+    auto t = TcpTransport::Create(config);
+    ASSERT_TRUE(t.ok());
+    peers.push_back(PeerAddress{r, (*t)->address(), absl::StrFormat("rank %d", r)});
+    transports.push_back(std::move(*t));
+  }
+  std::vector<std::vector<std::shared_ptr<Channel>>> channels(2);
+  std::thread other(
+      [&] { channels[1] = *transports[1]->ConnectAll(1, peers, absl::Now() + absl::Seconds(10)); });
+  channels[0] = *transports[0]->ConnectAll(0, peers, absl::Now() + absl::Seconds(10));
+  other.join();
+  constexpr int kMessages = 24;  // 24 MiB in flight against a 64 KiB budget.
+  std::vector<std::vector<uint8_t>> sent, got;
+  std::vector<RequestPtr> sends;
+  for (int m = 0; m < kMessages; ++m) {
+    sent.push_back(Pattern(1 << 20, static_cast<uint8_t>(m)));
+    sends.push_back(channels[0][1]->Send(m, sent.back().data(), sent.back().size()));
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // Let the first messages arrive unexpected.
+  // Post in reverse: the last message's receive first, so paused streams must resume out of order.
+  std::vector<RequestPtr> receives(kMessages);
+  got.resize(kMessages, std::vector<uint8_t>(1 << 20));
+  for (int m = kMessages - 1; m >= 0; --m) {
+    receives[m] = channels[1][0]->Recv(m, got[m].data(), got[m].size());
+  }
+  for (int m = 0; m < kMessages; ++m) {
+    ASSERT_TRUE(receives[m]->Wait(absl::Now() + absl::Seconds(30)).ok()) << m;
+    ASSERT_TRUE(sends[m]->Wait(absl::Now() + absl::Seconds(30)).ok()) << m;
+    EXPECT_EQ(got[m], sent[m]) << m;
+  }
+}
+
 TEST(TcpTransport, WorksOverIpv6) {
   auto probe = SocketAddress::Parse("[::1]:0");
   ASSERT_TRUE(probe.ok());

@@ -230,13 +230,16 @@ void TcpChannel::Pull(uint64_t tag, const std::vector<uint8_t>& description) {
     peer_verified_ = IsSameProcess(*remote) ? 1 : -1;
   }
   const bool pulled = peer_verified_ == 1 && PullRemote(*remote, in.user, in.total).ok();
+  if (pulled) {
+    bytes_received_.fetch_add(in.total, std::memory_order_relaxed);
+    in.stripes = 1;
+    in.stripes_done = 1;
+    Complete(tag);
+  }
+  // Last: sending may find the link broken and fail the channel, which clears all state. When the
+  // pull failed, the sender streams the message instead and the receive stays posted.
   SendControl(FrameType::kRendezvousDone, tag, 0,
               std::vector<uint8_t>{pulled ? uint8_t{1} : uint8_t{0}});
-  if (!pulled) return;  // The sender streams the message instead; the receive stays posted.
-  bytes_received_.fetch_add(in.total, std::memory_order_relaxed);
-  in.stripes = 1;
-  in.stripes_done = 1;
-  Complete(tag);
 }
 
 void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr request) {
@@ -299,6 +302,7 @@ void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr 
 void TcpChannel::Complete(uint64_t tag) {
   // Every stripe arrived and a receive is posted.
   auto it = incoming_.find(tag);
+  if (it == incoming_.end()) return;
   std::unique_ptr<Incoming> in = std::move(it->second);
   incoming_.erase(it);
   if (!in->storage.empty()) {
