@@ -84,19 +84,17 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
 
 Communicator::~Communicator() {
   pool_.reset();  // Runs what is queued; each call ends by its deadline.
-  if (transport_ != nullptr) {
-    if (health().ok()) {
-      static_cast<TcpTransport*>(transport_.get())->Shutdown(absl::Now() + absl::Seconds(5));
-    }
-    transport_->SetFailureCallback(nullptr);
-  }
+  if (transport_ != nullptr && health().ok()) transport_->Shutdown(absl::Now() + absl::Seconds(5));
+  // Each callback's thread is joined before what it touches goes away: the coordinator client's
+  // thread first, then the transport's progress thread, then the channels.
   if (coordinator_ != nullptr) {
     coordinator_->SetMembershipCallback(nullptr);
     coordinator_->Leave();
   }
-  channels_.clear();
-  transport_.reset();
   coordinator_.reset();
+  if (transport_ != nullptr) transport_->SetFailureCallback(nullptr);
+  transport_.reset();
+  channels_.clear();
 }
 
 absl::Status Communicator::health() const {

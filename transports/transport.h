@@ -66,6 +66,9 @@ class Transport {
       int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) = 0;
   // Called from the transport's thread when a channel fails (once per channel).
   virtual void SetFailureCallback(FailureCallback callback) = 0;
+  // Closes every channel gracefully: what is in flight is delivered and each side says goodbye,
+  // waiting at most until the deadline.
+  virtual void Shutdown(absl::Time deadline) = 0;
 };
 
 }  // namespace hmc

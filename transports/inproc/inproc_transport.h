@@ -43,6 +43,7 @@ class InprocTransport final : public Transport {
   absl::StatusOr<std::vector<std::shared_ptr<Channel>>> ConnectAll(
       int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) override;
   void SetFailureCallback(FailureCallback) override {}
+  void Shutdown(absl::Time) override {}  // Sends are copied eagerly: nothing is ever in flight.
 
  private:
   std::shared_ptr<InprocFabric> fabric_;

@@ -52,7 +52,7 @@ class TcpTransport final : public Transport, private TcpLoop {
 
   // Says goodbye on every stream and waits (until the deadline) for the peers' goodbyes, so that
   // no data in flight is lost to a reset.
-  void Shutdown(absl::Time deadline);
+  void Shutdown(absl::Time deadline) override;
   // Inbound connections refused so far: "ADDRESS: reason".
   std::vector<std::string> rejections() const;
 
