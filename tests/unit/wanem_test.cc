@@ -1,0 +1,193 @@
+// The WAN emulator's topology format and link model, in virtual time.
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "perf/wanem/link_model.h"
+#include "perf/wanem/topology.h"
+
+namespace hmc::wanem {
+namespace {
+
+constexpr char kUsEu[] = R"(
+# two regions, two hosts each
+scale 1
+queue 1MiB
+region us cloud=gc
+region eu cloud=gc nic=10Gbit
+host us-0 region=us
+host us-1 region=us nic=1Gbit
+host eu-0 region=eu
+path us us rtt=1ms capacity=6894Mbit
+path eu eu rtt=1ms capacity=6818Mbit
+path us eu rtt=103.2ms capacity=6198Mbit flow=211Mbit loss=1% jitter=2ms
+)";
+
+TEST(Topology, ParsesRegionsHostsAndSymmetricPaths) {
+  auto t = ParseTopology(kUsEu, "us-eu.topo");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->queue_bytes, 1u << 20);
+  ASSERT_EQ(t->hosts.size(), 3u);
+  auto there = t->PathBetween(*t->FindHost("us-0"), *t->FindHost("eu-0"));
+  auto back = t->PathBetween(*t->FindHost("eu-0"), *t->FindHost("us-1"));
+  ASSERT_TRUE(there.ok() && back.ok());
+  EXPECT_EQ(there->rtt, absl::Microseconds(103200));
+  EXPECT_DOUBLE_EQ(there->flow_bps, 211e6);
+  EXPECT_DOUBLE_EQ(back->capacity_bps, 6198e6);
+  EXPECT_DOUBLE_EQ(there->loss, 0.01);
+  EXPECT_EQ(there->jitter, absl::Milliseconds(2));
+  EXPECT_DOUBLE_EQ(t->NicBps(*t->FindHost("us-1")), 1e9);   // Host's own NIC.
+  EXPECT_DOUBLE_EQ(t->NicBps(*t->FindHost("eu-0")), 10e9);  // The region's.
+  EXPECT_DOUBLE_EQ(t->NicBps(*t->FindHost("us-0")), 0);     // Unlimited.
+}
+
+TEST(Topology, ScaleAppliesToRatesNotDelays) {
+  auto t = ParseTopology(std::string(kUsEu) + "scale 0.1\n", "x");
+  ASSERT_TRUE(t.ok());
+  auto path = t->PathBetween(*t->FindHost("us-0"), *t->FindHost("eu-0"));
+  EXPECT_DOUBLE_EQ(path->flow_bps, 21.1e6);
+  EXPECT_EQ(path->rtt, absl::Microseconds(103200));
+}
+
+TEST(Topology, ErrorsNameTheFileLineAndProblem) {
+  struct Case {
+    const char* text;
+    const char* expected;
+  };
+  const Case cases[] = {
+      {"region a\nhost h region=b\n", "x.topo:2: host h needs region=NAME"},
+      {"region a\nhost h region=a\npath a a rtt=1ms\n",
+       "x.topo:3: a path needs rtt= and capacity="},
+      {"region a\nhost h region=a\npath a a rtt=1 capacity=1Mbit\n", "x.topo:3: time '1'"},
+      {"region a\nhost h region=a\npath a a rtt=1ms capacity=5MB\n", "rate '5MB'"},
+      {"region a\nregion a\n", "x.topo:2: region a is defined twice"},
+      {"region a\nhost h region=a speed=1\n", "x.topo:2: unknown attribute 'speed'"},
+      {"bogus 1\n", "x.topo:1: unknown statement 'bogus'"},
+      {"region a\nhost h region=a\npath a a rtt=1ms capacity=1Mbit loss=7\n", "loss '7'"},
+      {"region a\n", "the topology has no hosts"},
+  };
+  for (const Case& c : cases) {
+    auto t = ParseTopology(c.text, "x.topo");
+    ASSERT_FALSE(t.ok()) << c.text;
+    EXPECT_TRUE(absl::StrContains(t.status().message(), c.expected)) << t.status();
+  }
+}
+
+TEST(RateStage, DeliversAtItsRateAndDropsBeyondItsQueue) {
+  RateStage stage(8e6, 10000);  // 1 MB/s, 10 kB of queue.
+  const absl::Time t0 = absl::UnixEpoch();
+  // 1000-byte packets arriving all at once: ten fit (one in service, nine waiting), then drops.
+  int admitted = 0;
+  absl::Time last;
+  for (int i = 0; i < 20; ++i) {
+    if (auto done = stage.Pass(t0, 1000)) {
+      ++admitted;
+      last = *done;
+    }
+  }
+  EXPECT_EQ(admitted, 10);
+  EXPECT_EQ(last, t0 + absl::Milliseconds(10));
+  // Paced at the rate, nothing is dropped and each leaves 1 ms after the previous.
+  RateStage paced(8e6, 2000);
+  for (int i = 0; i < 100; ++i) {
+    auto done = paced.Pass(t0 + absl::Milliseconds(i), 1000);
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(*done, t0 + absl::Milliseconds(i + 1));
+  }
+}
+
+// Offers `flows` streams of 1500-byte packets from us-0 to eu-0, each at `offered_bps`, for
+// `seconds`, and returns the delivered rate in bit/s (what the shapers let through in time).
+double Throughput(LinkModel& model, int flows, double offered_bps, double seconds) {
+  const absl::Time t0 = absl::UnixEpoch();
+  const uint64_t packet = 1500;
+  const absl::Duration interval = absl::Seconds(packet * 8 / offered_bps);
+  const absl::Time end = t0 + absl::Seconds(seconds);
+  const absl::Duration one_way = absl::Microseconds(51600);
+  double delivered = 0;
+  for (absl::Time t = t0; t < end; t += interval) {
+    for (int f = 0; f < flows; ++f) {
+      auto release = model.Admit(0, 2, static_cast<uint64_t>(f), packet, t);
+      if (release.has_value() && *release - one_way <= end) delivered += packet * 8;
+    }
+  }
+  return delivered / seconds;
+}
+
+TEST(LinkModel, OneFlowIsCappedAndManyFlowsFillThePath) {
+  const std::string lossless =
+      "region us\nregion eu\nhost us-0 region=us\nhost us-1 region=us\n"
+      "host eu-0 region=eu\npath us us rtt=1ms capacity=10Gbit\n"
+      "path eu eu rtt=1ms capacity=10Gbit\n"
+      "path us eu rtt=103.2ms capacity=600Mbit flow=211Mbit\n";
+  auto topology = ParseTopology(lossless, "x");
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  auto one = LinkModel::Create(*topology, 1);
+  ASSERT_TRUE(one.ok());
+  // One stream offered 400 Mbit/s gets its 211 Mbit/s cap; eight get the 600 Mbit/s path.
+  EXPECT_NEAR(Throughput(*one, 1, 400e6, 2), 211e6, 211e6 * 0.02);
+  auto many = LinkModel::Create(*topology, 1);
+  EXPECT_NEAR(Throughput(*many, 8, 400e6, 2), 600e6, 600e6 * 0.02);
+  // Under the cap, everything offered arrives.
+  auto light = LinkModel::Create(*topology, 1);
+  EXPECT_NEAR(Throughput(*light, 2, 100e6, 2), 200e6, 200e6 * 0.02);
+}
+
+TEST(LinkModel, DelayLossAndNoReordering) {
+  auto topology = ParseTopology(kUsEu, "x");
+  ASSERT_TRUE(topology.ok());
+  auto model = LinkModel::Create(*topology, 42);
+  ASSERT_TRUE(model.ok());
+  const absl::Time t0 = absl::UnixEpoch();
+  absl::Time previous = absl::InfinitePast();
+  int delivered = 0;
+  for (int i = 0; i < 20000; ++i) {
+    // Slow enough for no queueing: 1500 B every 100 us is 120 Mbit/s, under the 211 Mbit/s cap.
+    const absl::Time sent = t0 + absl::Microseconds(100 * i);
+    auto release = model->Admit(0, 2, 7, 1500, sent);
+    if (!release.has_value()) continue;
+    ++delivered;
+    const absl::Duration latency = *release - sent;
+    EXPECT_GE(latency, absl::Microseconds(51600));
+    EXPECT_LE(latency, absl::Microseconds(51600 + 2000 + 100));
+    EXPECT_GE(*release, previous);  // Jitter never reorders.
+    previous = *release;
+  }
+  const auto& c = model->counters(0, 2);
+  EXPECT_EQ(c.packets, 20000u);
+  EXPECT_EQ(c.queue_drops, 0u);
+  // 1% loss: 200 expected; a seeded generator, so this is deterministic, and far from the bounds.
+  EXPECT_GT(c.random_losses, 120u);
+  EXPECT_LT(c.random_losses, 280u);
+  EXPECT_EQ(delivered + static_cast<int>(c.random_losses), 20000);
+}
+
+TEST(LinkModel, MissingPathIsAnError) {
+  auto topology = ParseTopology(
+      "region a\nregion b\nhost x region=a\nhost y region=b\n"
+      "path a a rtt=1ms capacity=1Gbit\n",
+      "x");
+  ASSERT_TRUE(topology.ok());
+  auto model = LinkModel::Create(*topology, 1);
+  ASSERT_FALSE(model.ok());
+  EXPECT_TRUE(
+      absl::StrContains(model.status().message(), "no path from region a (host x) to region b"))
+      << model.status();
+}
+
+}  // namespace
+}  // namespace hmc::wanem
+
+namespace hmc::wanem {
+namespace {
+
+// Every shipped topology parses and defines a path between every pair of its hosts.
+TEST(Topology, ShippedTopologiesAreComplete) {
+  for (const char* name : {"one-zone", "us-eu", "four-continents", "multicloud-us", "hybrid"}) {
+    auto t = LoadTopology(std::string(HMC_SOURCE_DIR "/perf/topologies/") + name + ".topo");
+    ASSERT_TRUE(t.ok()) << name << ": " << t.status();
+    EXPECT_TRUE(LinkModel::Create(*t, 1).ok()) << name << ": " << LinkModel::Create(*t, 1).status();
+  }
+}
+
+}  // namespace
+}  // namespace hmc::wanem
