@@ -1,0 +1,137 @@
+#include "perf/wanem/forwarder.h"
+
+#include <arpa/inet.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/str_format.h"
+
+namespace hmc::wanem {
+namespace {
+
+constexpr size_t kMaxPacket = 65536;
+
+// The flow of a packet: addresses, protocol and, for TCP and UDP, ports (the 5-tuple).
+uint64_t FlowOf(const uint8_t* packet, size_t length) {
+  const size_t header = (packet[0] & 0x0f) * 4u;
+  const uint8_t protocol = packet[9];
+  uint32_t ports = 0;
+  if ((protocol == IPPROTO_TCP || protocol == IPPROTO_UDP) && length >= header + 4) {
+    std::memcpy(&ports, packet + header, 4);
+  }
+  uint64_t addresses;
+  std::memcpy(&addresses, packet + 12, 8);
+  return absl::HashOf(addresses, protocol, ports);
+}
+
+}  // namespace
+
+std::string HostAddress(int index) {
+  return absl::StrFormat("10.201.%d.%d", index / 250, index % 250 + 1);
+}
+
+int HostIndexOf(uint32_t address_be) {
+  const uint32_t a = ntohl(address_be);
+  if ((a >> 16) != ((10u << 8) | 201u)) return -1;
+  const int high = static_cast<int>((a >> 8) & 0xff), low = static_cast<int>(a & 0xff);
+  if (low < 1 || low > 250) return -1;
+  return high * 250 + low - 1;
+}
+
+Forwarder::Forwarder(LinkModel model, std::vector<UniqueFd> tuns)
+    : model_(std::move(model)), tuns_(std::move(tuns)) {}
+
+void Forwarder::ReadFrom(int from) {
+  // A bounded batch per wake-up so that one busy host cannot starve the others.
+  for (int i = 0; i < 64; ++i) {
+    std::vector<uint8_t> packet(kMaxPacket);
+    const ssize_t n = read(tuns_[from].get(), packet.data(), packet.size());
+    if (n <= 0) return;
+    packet.resize(static_cast<size_t>(n));
+    if (n < 20 || (packet[0] >> 4) != 4) {
+      ++malformed_;
+      continue;
+    }
+    uint32_t destination;
+    std::memcpy(&destination, packet.data() + 16, 4);
+    const int to = HostIndexOf(destination);
+    if (to < 0 || to >= static_cast<int>(tuns_.size())) {
+      ++malformed_;
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    std::optional<absl::Time> release =
+        model_.Admit(from, to, FlowOf(packet.data(), packet.size()), packet.size(), now);
+    if (!release.has_value()) continue;
+    in_flight_.push(InFlight{*release, sequence_++, to, std::move(packet)});
+  }
+}
+
+void Forwarder::ReleaseDue(absl::Time now) {
+  while (!in_flight_.empty() && in_flight_.top().release <= now) {
+    const InFlight& p = in_flight_.top();
+    // A full device queue drops the packet, as a real interface would.
+    const ssize_t ignored = write(tuns_[p.to].get(), p.packet.data(), p.packet.size());
+    (void)ignored;
+    in_flight_.pop();
+  }
+}
+
+void Forwarder::WriteCounters(const std::string& path) const {
+  const std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary);
+    out << "# from to packets bytes queue_drops random_losses\n";
+    const int n = static_cast<int>(tuns_.size());
+    for (int a = 0; a < n; ++a) {
+      for (int b = 0; b < n; ++b) {
+        const LinkModel::Counters& c = model_.counters(a, b);
+        if (c.packets == 0) continue;
+        out << a << ' ' << b << ' ' << c.packets << ' ' << c.bytes << ' ' << c.queue_drops << ' '
+            << c.random_losses << '\n';
+      }
+    }
+    out << "# malformed " << malformed_ << '\n';
+  }
+  std::rename(temporary.c_str(), path.c_str());
+}
+
+absl::Status Forwarder::Run(const std::atomic<bool>& stop, const std::string& counters_path) {
+  UniqueFd epoll(epoll_create1(EPOLL_CLOEXEC));
+  if (!epoll.valid()) return absl::InternalError("epoll_create1 failed");
+  for (size_t i = 0; i < tuns_.size(); ++i) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = i;
+    epoll_ctl(epoll.get(), EPOLL_CTL_ADD, tuns_[i].get(), &ev);
+  }
+  absl::Time next_counters = absl::Now();
+  epoll_event events[64];
+  while (!stop.load()) {
+    absl::Duration wait = absl::Milliseconds(100);
+    if (!in_flight_.empty()) {
+      wait = std::max(absl::ZeroDuration(), in_flight_.top().release - absl::Now());
+    }
+    const timespec timeout = absl::ToTimespec(std::min(wait, absl::Milliseconds(100)));
+    const int n = epoll_pwait2(epoll.get(), events, 64, &timeout, nullptr);
+    if (n < 0 && errno != EINTR) {
+      return absl::InternalError(absl::StrFormat("epoll_pwait2: %s", std::strerror(errno)));
+    }
+    for (int i = 0; i < n; ++i) ReadFrom(static_cast<int>(events[i].data.u64));
+    const absl::Time now = absl::Now();
+    ReleaseDue(now);
+    if (!counters_path.empty() && now >= next_counters) {
+      WriteCounters(counters_path);
+      next_counters = now + absl::Seconds(1);
+    }
+  }
+  if (!counters_path.empty()) WriteCounters(counters_path);
+  return absl::OkStatus();
+}
+
+}  // namespace hmc::wanem

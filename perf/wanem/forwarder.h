@@ -1,0 +1,56 @@
+#ifndef HMC_PERF_WANEM_FORWARDER_H_
+#define HMC_PERF_WANEM_FORWARDER_H_
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <queue>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "core/socket.h"
+#include "perf/wanem/link_model.h"
+
+namespace hmc::wanem {
+
+// Addresses of emulated hosts: host i is 10.201.(i / 250).(i % 250 + 1), all in 10.201.0.0/16.
+std::string HostAddress(int index);
+// The host index of an IPv4 address in network byte order, or -1.
+int HostIndexOf(uint32_t address_be);
+
+// Moves IPv4 packets between the TUN devices of emulated hosts, each packet released when the
+// link model says (or dropped). One thread, epoll over the TUN descriptors, a heap of packets in
+// flight ordered by release time, and microsecond timeouts (epoll_pwait2).
+class Forwarder {
+ public:
+  Forwarder(LinkModel model, std::vector<UniqueFd> tuns);
+  // Runs until `stop` becomes true; writes per-pair counters to `counters_path` every second
+  // (when not empty).
+  absl::Status Run(const std::atomic<bool>& stop, const std::string& counters_path);
+
+ private:
+  struct InFlight {
+    absl::Time release;
+    uint64_t sequence;  // Ties keep arrival order.
+    int to;
+    std::vector<uint8_t> packet;
+    bool operator>(const InFlight& other) const {
+      return release != other.release ? release > other.release : sequence > other.sequence;
+    }
+  };
+
+  void ReadFrom(int from);
+  void ReleaseDue(absl::Time now);
+  void WriteCounters(const std::string& path) const;
+
+  LinkModel model_;
+  std::vector<UniqueFd> tuns_;
+  std::priority_queue<InFlight, std::vector<InFlight>, std::greater<InFlight>> in_flight_;
+  uint64_t sequence_ = 0;
+  uint64_t malformed_ = 0;  // Not IPv4, or to an address outside the topology.
+};
+
+}  // namespace hmc::wanem
+
+#endif  // HMC_PERF_WANEM_FORWARDER_H_

@@ -1,0 +1,272 @@
+// hmc-wanem: a multi-host WAN on one Linux machine.
+//
+//   hmc-wanem up perf/topologies/us-eu.topo [--prefix=hmcw] [--seed=1]
+//   hmc-wanem exec us-0 [--prefix=hmcw] -- build/bin/hello_allreduce
+//   hmc-wanem status [--prefix=hmcw]
+//   hmc-wanem down [--prefix=hmcw]
+//
+// `up` gives every host of the topology its own network namespace (PREFIX-HOST) with a TUN
+// interface and the address 10.201.x.y, and starts a background emulator process that forwards
+// IP packets between the TUN devices as the topology's link model says (delay, jitter, loss,
+// path capacity, per-flow cap, NIC rates). Every name it creates starts with the prefix, so
+// `down` also removes what a crashed run left. State lives in /run/hmc-wanem/PREFIX/.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "launcher/process.h"
+#include "perf/wanem/forwarder.h"
+#include "perf/wanem/topology.h"
+#include "perf/wanem/tun.h"
+
+namespace hmc::wanem {
+namespace {
+
+std::atomic<bool> g_stop{false};
+void OnSignal(int) { g_stop.store(true); }
+
+struct Args {
+  std::string command;
+  std::vector<std::string> positional;
+  std::vector<std::string> rest;  // After "--".
+  std::string prefix = "hmcw";
+  uint64_t seed = 1;
+};
+
+std::string StateDir(const std::string& prefix) { return "/run/hmc-wanem/" + prefix; }
+std::string Namespace(const std::string& prefix, const std::string& host) {
+  return prefix + "-" + host;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs a command (no shell), its output to `log`; the error quotes the output.
+absl::Status Run(const std::vector<std::string>& argv, const std::string& log) {
+  absl::StatusOr<Process> p = Process::Spawn(argv, {}, log);
+  if (!p.ok()) return p.status();
+  absl::StatusOr<int> code = p->Wait(absl::Now() + absl::Seconds(30));
+  if (!code.ok()) return code.status();
+  if (*code != 0) {
+    std::string command;
+    for (const std::string& a : argv) absl::StrAppend(&command, a, " ");
+    return absl::InternalError(
+        absl::StrFormat("'%s' failed (%d): %s", command, *code, ReadFile(log)));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<std::string> Namespaces(const std::string& prefix) {
+  const std::string log = absl::StrCat("/tmp/hmc-wanem-", getpid(), ".list");
+  std::vector<std::string> found;
+  if (Run({"ip", "netns", "list"}, log).ok()) {
+    for (absl::string_view line : absl::StrSplit(ReadFile(log), '\n')) {
+      const std::string name(line.substr(0, line.find(' ')));
+      if (absl::StartsWith(name, prefix + "-")) found.push_back(name);
+    }
+  }
+  std::remove(log.c_str());
+  return found;
+}
+
+// Stops the emulator and removes every namespace and state file of the prefix; returns how many
+// namespaces it removed.
+int RemoveAll(const std::string& prefix) {
+  const std::string dir = StateDir(prefix);
+  int pid = 0;
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(dir + "/pid")), &pid) && pid > 0) {
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 100 && kill(pid, 0) == 0; ++i) usleep(50000);
+    if (kill(pid, 0) == 0) kill(pid, SIGKILL);
+  }
+  int removed = 0;
+  for (const std::string& ns : Namespaces(prefix)) {
+    if (Run({"ip", "netns", "del", ns}, "/dev/null").ok()) ++removed;
+  }
+  std::error_code ignored;
+  std::filesystem::remove_all(dir, ignored);
+  return removed;
+}
+
+int Down(const Args& a) {
+  std::printf("hmc-wanem: down (%d namespaces removed)\n", RemoveAll(a.prefix));
+  return 0;
+}
+
+// The emulator process: creates the TUN devices, places them in the namespaces, reports through
+// `ready` and forwards until SIGTERM.
+int Emulate(const Topology& topology, LinkModel model, const Args& a, int ready) {
+  const std::string dir = StateDir(a.prefix);
+  const std::string log = dir + "/ip.log";
+  auto fail = [&](const absl::Status& s) {
+    const std::string message(s.message());
+    const ssize_t ignored = write(ready, message.data(), message.size());
+    (void)ignored;
+    return 1;
+  };
+  std::vector<UniqueFd> tuns;
+  for (size_t i = 0; i < topology.hosts.size(); ++i) {
+    const std::string ns = Namespace(a.prefix, topology.hosts[i].name);
+    const std::string tun = absl::StrCat(a.prefix, "t", i);
+    absl::StatusOr<UniqueFd> fd = CreateTun(tun);
+    if (!fd.ok()) return fail(fd.status());
+    tuns.push_back(std::move(*fd));
+    for (const std::vector<std::string>& argv : std::vector<std::vector<std::string>>{
+             {"ip", "netns", "add", ns},
+             {"ip", "link", "set", tun, "netns", ns},
+             {"ip", "-n", ns, "addr", "add", HostAddress(static_cast<int>(i)) + "/16", "dev", tun},
+             {"ip", "-n", ns, "link", "set", tun, "up"},
+             {"ip", "-n", ns, "link", "set", "lo", "up"}}) {
+      if (absl::Status s = Run(argv, log); !s.ok()) return fail(s);
+    }
+  }
+  std::ofstream(dir + "/pid") << getpid() << "\n";
+  const ssize_t ignored = write(ready, "ok", 2);
+  (void)ignored;
+  close(ready);
+  signal(SIGTERM, OnSignal);
+  signal(SIGINT, OnSignal);
+  Forwarder forwarder(std::move(model), std::move(tuns));
+  absl::Status s = forwarder.Run(g_stop, dir + "/counters");
+  if (!s.ok()) std::fprintf(stderr, "hmc-wanem: %s\n", s.ToString().c_str());
+  return s.ok() ? 0 : 1;
+}
+
+int Up(const Args& a) {
+  if (a.positional.size() != 1) {
+    std::fprintf(stderr, "usage: hmc-wanem up TOPOLOGY [--prefix=P] [--seed=N]\n");
+    return 2;
+  }
+  absl::StatusOr<Topology> topology = LoadTopology(a.positional[0]);
+  if (!topology.ok()) {
+    std::fprintf(stderr, "hmc-wanem: %s\n", std::string(topology.status().message()).c_str());
+    return 1;
+  }
+  absl::StatusOr<LinkModel> model = LinkModel::Create(*topology, a.seed);
+  if (!model.ok()) {
+    std::fprintf(stderr, "hmc-wanem: %s\n", std::string(model.status().message()).c_str());
+    return 1;
+  }
+  const std::string dir = StateDir(a.prefix);
+  if (std::filesystem::exists(dir + "/pid")) {
+    std::fprintf(stderr, "hmc-wanem: '%s' is already up; run 'hmc-wanem down --prefix=%s'\n",
+                 a.prefix.c_str(), a.prefix.c_str());
+    return 1;
+  }
+  RemoveAll(a.prefix);  // Leftovers of a crashed run with this prefix.
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream hosts(dir + "/hosts");
+    for (size_t i = 0; i < topology->hosts.size(); ++i) {
+      const Host& h = topology->hosts[i];
+      hosts << h.name << ' ' << h.region << ' ' << HostAddress(static_cast<int>(i)) << ' '
+            << Namespace(a.prefix, h.name) << '\n';
+    }
+  }
+  int pipe_fds[2];
+  if (pipe(pipe_fds) != 0) return 1;
+  std::fflush(stdout);  // The child must not print this process's buffered output again.
+  const pid_t pid = fork();
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    setsid();
+    const std::string log = dir + "/emulator.log";
+    freopen(log.c_str(), "a", stdout);
+    freopen(log.c_str(), "a", stderr);
+    _exit(Emulate(*topology, std::move(*model), a, pipe_fds[1]));
+  }
+  close(pipe_fds[1]);
+  std::string answer;
+  char buffer[4096];
+  for (ssize_t n; (n = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) answer.append(buffer, n);
+  close(pipe_fds[0]);
+  if (answer != "ok") {
+    std::fprintf(stderr, "hmc-wanem: starting the emulator failed: %s\n", answer.c_str());
+    RemoveAll(a.prefix);
+    return 1;
+  }
+  std::printf("hmc-wanem: %zu hosts up (emulator pid %d, state in %s)\n", topology->hosts.size(),
+              pid, dir.c_str());
+  std::printf("%s", ReadFile(dir + "/hosts").c_str());
+  return 0;
+}
+
+int Exec(const Args& a) {
+  if (a.positional.size() != 1 || a.rest.empty()) {
+    std::fprintf(stderr, "usage: hmc-wanem exec HOST [--prefix=P] -- COMMAND [ARGS...]\n");
+    return 2;
+  }
+  std::vector<std::string> argv = {"ip", "netns", "exec", Namespace(a.prefix, a.positional[0])};
+  argv.insert(argv.end(), a.rest.begin(), a.rest.end());
+  std::vector<char*> c_argv;
+  for (std::string& s : argv) c_argv.push_back(s.data());
+  c_argv.push_back(nullptr);
+  execvp("ip", c_argv.data());
+  std::perror("hmc-wanem: exec ip");
+  return 127;
+}
+
+int Status(const Args& a) {
+  const std::string dir = StateDir(a.prefix);
+  int pid = 0;
+  const bool up = absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(dir + "/pid")), &pid) &&
+                  pid > 0 && kill(pid, 0) == 0;
+  std::printf("hmc-wanem '%s': %s\n", a.prefix.c_str(),
+              up ? absl::StrFormat("up, emulator pid %d", pid).c_str() : "down");
+  std::printf("%s%s", ReadFile(dir + "/hosts").c_str(), ReadFile(dir + "/counters").c_str());
+  return up ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace hmc::wanem
+
+int main(int argc, char** argv) {
+  using hmc::wanem::Args;
+  Args a;
+  bool after_dashes = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (after_dashes) {
+      a.rest.push_back(arg);
+    } else if (arg == "--") {
+      after_dashes = true;
+    } else if (absl::StartsWith(arg, "--prefix=")) {
+      a.prefix = arg.substr(9);
+    } else if (absl::StartsWith(arg, "--seed=")) {
+      if (!absl::SimpleAtoi(arg.substr(7), &a.seed)) return 2;
+    } else if (a.command.empty()) {
+      a.command = arg;
+    } else {
+      a.positional.push_back(arg);
+    }
+  }
+  if (a.prefix.empty() || a.prefix.size() > 8) {
+    std::fprintf(stderr, "hmc-wanem: --prefix must have 1 to 8 characters\n");
+    return 2;
+  }
+  if (a.command == "up") return hmc::wanem::Up(a);
+  if (a.command == "down") return hmc::wanem::Down(a);
+  if (a.command == "exec") return hmc::wanem::Exec(a);
+  if (a.command == "status") return hmc::wanem::Status(a);
+  std::fprintf(stderr,
+               "usage: hmc-wanem up TOPOLOGY | exec HOST -- CMD... | status | down "
+               "[--prefix=P]\n");
+  return 2;
+}

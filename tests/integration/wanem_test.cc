@@ -1,0 +1,115 @@
+// hmc-wanem end to end: bring up the US+EU topology (namespaces, TUN devices, the emulator
+// process), run four hmc ranks on its emulated hosts, check the traffic crossed the emulated
+// links, and tear everything down. Needs root and /dev/net/tun; skips without them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "launcher/local_group.h"
+#include "launcher/process.h"
+
+namespace hmc {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int RunWanem(const std::vector<std::string>& args, const std::string& output = "") {
+  std::vector<std::string> argv = {HMC_WANEM_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto p = Process::Spawn(argv, {}, output);
+  if (!p.ok()) return -1;
+  auto code = p->Wait(absl::Now() + absl::Seconds(60));
+  return code.ok() ? *code : -1;
+}
+
+TEST(Wanem, RejectsABadTopologyNamingTheLine) {
+  const std::string topology = testing::TempDir() + "/bad.topo";
+  std::ofstream(topology) << "region us\nhost a region=us\npath us us rtt=5 capacity=1Gbit\n";
+  const std::string output = testing::TempDir() + "/bad.out";
+  EXPECT_EQ(RunWanem({"up", topology, "--prefix=hwbad"}, output), 1);
+  EXPECT_TRUE(absl::StrContains(ReadFile(output), "bad.topo:3: time '5'")) << ReadFile(output);
+}
+
+class WanemUp : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0 || access("/dev/net/tun", R_OK | W_OK) != 0) {
+      GTEST_SKIP() << "needs root and /dev/net/tun";
+    }
+    prefix_ = absl::StrCat("hw", getpid() % 100000);
+    const std::string output = testing::TempDir() + "/up.out";
+    ASSERT_EQ(RunWanem({"up", HMC_SOURCE_DIR "/perf/topologies/us-eu.topo", "--prefix=" + prefix_},
+                       output),
+              0)
+        << ReadFile(output);
+    up_ = true;
+  }
+  void TearDown() override {
+    if (!up_) return;
+    EXPECT_EQ(RunWanem({"down", "--prefix=" + prefix_}), 0);
+    // Nothing of this prefix is left behind.
+    const std::string list = testing::TempDir() + "/netns.out";
+    auto p = Process::Spawn({"ip", "netns", "list"}, {}, list);
+    ASSERT_TRUE(p.ok());
+    p->Wait(absl::Now() + absl::Seconds(10)).IgnoreError();
+    EXPECT_FALSE(absl::StrContains(ReadFile(list), prefix_ + "-")) << ReadFile(list);
+  }
+
+  std::string prefix_;
+  bool up_ = false;
+};
+
+TEST_F(WanemUp, RanksOnEmulatedHostsAllReduceAcrossTheEmulatedWan) {
+  const std::string token = RandomToken();
+  const std::vector<std::string> hosts = {"us-0", "us-1", "eu-0", "eu-1"};
+  std::vector<Process> processes;
+  auto exec = [&](const std::string& host, std::vector<std::string> command) {
+    std::vector<std::string> argv = {
+        HMC_WANEM_PATH, "exec", host, "--prefix=" + prefix_, "--", "env", "HMC_TOKEN=" + token};
+    argv.insert(argv.end(), command.begin(), command.end());
+    auto p = Process::Spawn(argv, {});
+    ASSERT_TRUE(p.ok()) << p.status();
+    processes.push_back(std::move(*p));
+  };
+  exec("us-0", {HMC_COORDINATOR_PATH, "--bind=10.201.0.1:29400", "--world_size=4"});
+  for (size_t r = 0; r < hosts.size(); ++r) {
+    exec(hosts[r], {"HMC_COORDINATOR=10.201.0.1:29400", absl::StrCat("HMC_RANK=", r),
+                    "HMC_ZONE=" + hosts[r].substr(0, 2), HMC_HELLO_PATH, "--count=200003"});
+  }
+  for (size_t i = 0; i < processes.size(); ++i) {
+    auto code = processes[i].Wait(absl::Now() + absl::Seconds(120));
+    ASSERT_TRUE(code.ok()) << "process " << i << " did not finish";
+    EXPECT_EQ(*code, 0) << "process " << i;
+  }
+  // The emulator counts the packets of every host pair (written once a second): the ranks in
+  // the US and in the EU exchanged data through it.
+  const std::string counters = "/run/hmc-wanem/" + prefix_ + "/counters";
+  uint64_t us_to_eu = 0;
+  for (int attempt = 0; attempt < 40 && us_to_eu == 0; ++attempt) {
+    absl::SleepFor(absl::Milliseconds(100));
+    for (absl::string_view line : absl::StrSplit(ReadFile(counters), '\n')) {
+      std::vector<std::string> f = absl::StrSplit(line, ' ');
+      int from, to;
+      uint64_t bytes;
+      if (f.size() == 6 && absl::SimpleAtoi(f[0], &from) && absl::SimpleAtoi(f[1], &to) &&
+          absl::SimpleAtoi(f[3], &bytes) && from < 2 && to >= 2) {
+        us_to_eu += bytes;
+      }
+    }
+  }
+  EXPECT_GT(us_to_eu, 200003u * 4 / 2) << ReadFile(counters);
+}
+
+}  // namespace
+}  // namespace hmc
