@@ -8,6 +8,7 @@ PACKAGES="
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev libssl-dev libfmt-dev zlib1g-dev
   libgloo-dev
   clang-format iproute2 procps
+  iperf3 iputils-ping
 "
 
 missing=""
