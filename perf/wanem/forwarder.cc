@@ -16,6 +16,8 @@ namespace {
 
 constexpr size_t kMaxPacket = 65536;
 
+}  // namespace
+
 // The flow of a packet: addresses, protocol and, for TCP and UDP, ports (the 5-tuple).
 uint64_t FlowOf(const uint8_t* packet, size_t length) {
   const size_t header = (packet[0] & 0x0f) * 4u;
@@ -28,8 +30,6 @@ uint64_t FlowOf(const uint8_t* packet, size_t length) {
   std::memcpy(&addresses, packet + 12, 8);
   return absl::HashOf(addresses, protocol, ports);
 }
-
-}  // namespace
 
 std::string HostAddress(int index) {
   return absl::StrFormat("10.201.%d.%d", index / 250, index % 250 + 1);
@@ -48,11 +48,11 @@ Forwarder::Forwarder(LinkModel model, std::vector<UniqueFd> tuns)
 
 void Forwarder::ReadFrom(int from) {
   // A bounded batch per wake-up so that one busy host cannot starve the others.
+  static thread_local std::vector<uint8_t> buffer(kMaxPacket);
   for (int i = 0; i < 64; ++i) {
-    std::vector<uint8_t> packet(kMaxPacket);
-    const ssize_t n = read(tuns_[from].get(), packet.data(), packet.size());
+    const ssize_t n = read(tuns_[from].get(), buffer.data(), buffer.size());
     if (n <= 0) return;
-    packet.resize(static_cast<size_t>(n));
+    std::vector<uint8_t> packet(buffer.begin(), buffer.begin() + n);
     if (n < 20 || (packet[0] >> 4) != 4) {
       ++malformed_;
       continue;
@@ -64,15 +64,23 @@ void Forwarder::ReadFrom(int from) {
       ++malformed_;
       continue;
     }
-    const absl::Time now = absl::Now();
-    std::optional<absl::Time> release =
-        model_.Admit(from, to, FlowOf(packet.data(), packet.size()), packet.size(), now);
-    if (!release.has_value()) continue;
-    in_flight_.push(InFlight{*release, sequence_++, to, std::move(packet)});
+    const uint64_t id =
+        model_.Admit(from, to, FlowOf(packet.data(), packet.size()), packet.size(), absl::Now());
+    if (id != 0) in_model_.emplace(id, Pending{to, std::move(packet)});
   }
 }
 
 void Forwarder::ReleaseDue(absl::Time now) {
+  outcomes_.clear();
+  model_.Advance(now, &outcomes_);
+  for (const LinkModel::Outcome& o : outcomes_) {
+    auto it = in_model_.find(o.id);
+    if (!o.dropped) {
+      in_flight_.push(
+          InFlight{o.release, sequence_++, it->second.to, std::move(it->second.packet)});
+    }
+    in_model_.erase(it);
+  }
   while (!in_flight_.empty() && in_flight_.top().release <= now) {
     const InFlight& p = in_flight_.top();
     // A full device queue drops the packet, as a real interface would.
@@ -113,10 +121,10 @@ absl::Status Forwarder::Run(const std::atomic<bool>& stop, const std::string& co
   absl::Time next_counters = absl::Now();
   epoll_event events[64];
   while (!stop.load()) {
-    absl::Duration wait = absl::Milliseconds(100);
-    if (!in_flight_.empty()) {
-      wait = std::max(absl::ZeroDuration(), in_flight_.top().release - absl::Now());
-    }
+    absl::Time wake = absl::Now() + absl::Milliseconds(100);
+    if (!in_flight_.empty()) wake = std::min(wake, in_flight_.top().release);
+    if (std::optional<absl::Time> next = model_.NextEvent()) wake = std::min(wake, *next);
+    const absl::Duration wait = std::max(absl::ZeroDuration(), wake - absl::Now());
     const timespec timeout = absl::ToTimespec(std::min(wait, absl::Milliseconds(100)));
     const int n = epoll_pwait2(epoll.get(), events, 64, &timeout, nullptr);
     if (n < 0 && errno != EINTR) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <queue>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,6 +19,10 @@ namespace hmc::wanem {
 std::string HostAddress(int index);
 // The host index of an IPv4 address in network byte order, or -1.
 int HostIndexOf(uint32_t address_be);
+
+// The flow of an IPv4 packet (at least 20 bytes): addresses, protocol and, for TCP and UDP, the
+// ports (the 5-tuple), hashed.
+uint64_t FlowOf(const uint8_t* packet, size_t length);
 
 // Moves IPv4 packets between the TUN devices of emulated hosts, each packet released when the
 // link model says (or dropped). One thread, epoll over the TUN descriptors, a heap of packets in
@@ -41,11 +46,18 @@ class Forwarder {
   };
 
   void ReadFrom(int from);
+  // Collects packets the model has decided on and writes those whose release time has come.
   void ReleaseDue(absl::Time now);
   void WriteCounters(const std::string& path) const;
 
   LinkModel model_;
   std::vector<UniqueFd> tuns_;
+  struct Pending {
+    int to;
+    std::vector<uint8_t> packet;
+  };
+  std::unordered_map<uint64_t, Pending> in_model_;  // Packets inside the link model, by id.
+  std::vector<LinkModel::Outcome> outcomes_;
   std::priority_queue<InFlight, std::vector<InFlight>, std::greater<InFlight>> in_flight_;
   uint64_t sequence_ = 0;
   uint64_t malformed_ = 0;  // Not IPv4, or to an address outside the topology.

@@ -3,6 +3,9 @@
 #include <algorithm>
 
 namespace hmc::wanem {
+namespace {
+constexpr int kStages = 4;  // Source NIC, flow cap, path, destination NIC.
+}  // namespace
 
 std::optional<absl::Time> RateStage::Pass(absl::Time arrival, uint64_t bytes) {
   if (bytes_per_second_ <= 0) return arrival;
@@ -37,13 +40,11 @@ absl::StatusOr<LinkModel> LinkModel::Create(const Topology& topology, uint64_t s
       model.path_stage_.push_back(it->second);
     }
   }
-  model.last_release_.assign(n * n, absl::InfinitePast());
   model.counters_.resize(n * n);
   return model;
 }
 
-std::optional<absl::Time> LinkModel::Admit(int from, int to, uint64_t flow, uint64_t bytes,
-                                           absl::Time now) {
+uint64_t LinkModel::Admit(int from, int to, uint64_t flow, uint64_t bytes, absl::Time now) {
   const int pair = from * hosts_ + to;
   const PathSpec& path = paths_[pair];
   Counters& counters = counters_[pair];
@@ -51,31 +52,68 @@ std::optional<absl::Time> LinkModel::Admit(int from, int to, uint64_t flow, uint
   counters.bytes += bytes;
   if (path.loss > 0 && std::uniform_real_distribution<double>(0, 1)(rng_) < path.loss) {
     ++counters.random_losses;
-    return std::nullopt;
+    return 0;
   }
-  // Flows idle for long are forgotten, so the table stays small.
+  // Flows idle for long are forgotten, so the table stays small. A flow with packets inside
+  // the pipeline is never idle that long (its last release is ahead of now).
   if (flows_.size() > 4096) {
     std::erase_if(flows_, [&](const auto& entry) {
-      return entry.second.free_at() < now - absl::Seconds(10);
+      return entry.second.in_pipeline == 0 &&
+             std::max(entry.second.cap.free_at(), entry.second.last_release) <
+                 now - absl::Seconds(10);
     });
   }
-  RateStage& flow_stage =
-      flows_.try_emplace({from, to, flow}, path.flow_bps, queue_bytes_).first->second;
-  std::optional<absl::Time> t = nic_out_[from].Pass(now, bytes);
-  if (t) t = flow_stage.Pass(*t, bytes);
-  if (t) t = path_stages_[path_stage_[pair]].Pass(*t, bytes);
-  if (t) t = nic_in_[to].Pass(*t, bytes);
-  if (!t) {
-    ++counters.queue_drops;
-    return std::nullopt;
+  Flow& f = flows_.try_emplace({from, to, flow}, Flow{RateStage(path.flow_bps, queue_bytes_)})
+                .first->second;
+  const uint64_t id = next_id_++;
+  ++f.in_pipeline;
+  events_.push(Event{now, id, 0, from, to, bytes, &f});
+  return id;
+}
+
+RateStage& LinkModel::StageOf(const Event& e) {
+  switch (e.stage) {
+    case 0:
+      return nic_out_[e.from];
+    case 1:
+      return e.flow->cap;
+    case 2:
+      return path_stages_[path_stage_[e.from * hosts_ + e.to]];
+    default:
+      return nic_in_[e.to];
   }
-  absl::Duration delay = path.rtt / 2;
-  if (path.jitter > absl::ZeroDuration()) {
-    delay += path.jitter * std::uniform_real_distribution<double>(0, 1)(rng_);
+}
+
+void LinkModel::Advance(absl::Time now, std::vector<Outcome>* outcomes) {
+  while (!events_.empty() && events_.top().time <= now) {
+    Event e = events_.top();
+    events_.pop();
+    std::optional<absl::Time> left = StageOf(e).Pass(e.time, e.bytes);
+    if (!left.has_value()) {
+      ++counters_[e.from * hosts_ + e.to].queue_drops;
+      --e.flow->in_pipeline;
+      outcomes->push_back(Outcome{e.id, true, absl::InfinitePast()});
+      continue;
+    }
+    if (++e.stage < kStages) {
+      e.time = *left;
+      events_.push(e);
+      continue;
+    }
+    const PathSpec& path = paths_[e.from * hosts_ + e.to];
+    absl::Duration delay = path.rtt / 2;
+    if (path.jitter > absl::ZeroDuration()) {
+      delay += path.jitter * std::uniform_real_distribution<double>(0, 1)(rng_);
+    }
+    e.flow->last_release = std::max(*left + delay, e.flow->last_release);
+    --e.flow->in_pipeline;
+    outcomes->push_back(Outcome{e.id, false, e.flow->last_release});
   }
-  const absl::Time release = std::max(*t + delay, last_release_[pair]);
-  last_release_[pair] = release;
-  return release;
+}
+
+std::optional<absl::Time> LinkModel::NextEvent() const {
+  if (events_.empty()) return std::nullopt;
+  return events_.top().time;
 }
 
 }  // namespace hmc::wanem

@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <queue>
 #include <random>
 #include <tuple>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "perf/wanem/topology.h"
 
@@ -15,7 +17,7 @@ namespace hmc::wanem {
 
 // One shaping stage: a link of `bits_per_second` fed by a FIFO that holds at most `queue_bytes`.
 // It works in virtual time: a packet's departure is computed when it arrives, which is exact for
-// a FIFO and lets the emulator schedule each packet once. A rate of 0 is unlimited.
+// a FIFO as long as arrivals are presented in time order. A rate of 0 is unlimited.
 class RateStage {
  public:
   RateStage(double bits_per_second, uint64_t queue_bytes)
@@ -30,10 +32,15 @@ class RateStage {
   absl::Time free_at_ = absl::InfinitePast();
 };
 
-// The fate of packets crossing an emulated topology: a packet from host A to host B passes A's
-// NIC, its flow's cap (what one TCP stream reaches on that path), the path between the regions
-// (shared by every host pair of those regions), B's NIC, then the one-way delay (rtt/2) plus
-// jitter; it may be lost at random. Packets of one host pair are never reordered.
+// The fate of packets crossing an emulated topology. A packet from host A to host B passes, in
+// order: A's NIC, its flow's cap (what one TCP stream reaches on that path: 5-tuple flows are
+// shaped separately, as a window limit would), the path between the two regions (shared by every
+// host pair of those regions), B's NIC; then it travels half the RTT plus jitter, and it may be
+// lost at random. Packets of one flow are never reordered.
+//
+// The stages form a pipeline driven by events in time order: a packet enters the next stage only
+// when it leaves the previous one, so every stage sees its arrivals in time order and its FIFO
+// stays exact even where flows with different backlogs merge.
 class LinkModel {
  public:
   struct Counters {
@@ -42,16 +49,47 @@ class LinkModel {
     uint64_t queue_drops = 0;
     uint64_t random_losses = 0;
   };
+  // A packet's fate: delivered to its host at `release`, or dropped by a full queue.
+  struct Outcome {
+    uint64_t id;
+    bool dropped;
+    absl::Time release;
+  };
 
   // Hosts are indexes into topology.hosts. Every needed path must exist (checked here).
   static absl::StatusOr<LinkModel> Create(const Topology& topology, uint64_t seed);
 
-  // When the packet should be delivered to `to`, or nullopt if it is dropped.
-  std::optional<absl::Time> Admit(int from, int to, uint64_t flow, uint64_t bytes, absl::Time now);
+  // A packet sent at `now`; returns its id (ids start at 1), or 0 if it was lost at once.
+  uint64_t Admit(int from, int to, uint64_t flow, uint64_t bytes, absl::Time now);
+  // Moves packets through the stages up to `now`, appending the fate of each that left the last
+  // stage or was dropped.
+  void Advance(absl::Time now, std::vector<Outcome>* outcomes);
+  // When the next packet leaves a stage, if any is inside.
+  std::optional<absl::Time> NextEvent() const;
   const Counters& counters(int from, int to) const { return counters_[from * hosts_ + to]; }
 
  private:
   LinkModel() = default;
+
+  struct Flow {
+    RateStage cap;
+    absl::Time last_release = absl::InfinitePast();  // Jitter never reorders a flow.
+    int in_pipeline = 0;                             // Not forgotten while packets are inside.
+  };
+  // A packet about to enter `stage` (0: source NIC ... 3: destination NIC) at `time`.
+  struct Event {
+    absl::Time time;
+    uint64_t id;  // Also the tie-break: arrival order.
+    int stage;
+    int from, to;
+    uint64_t bytes;
+    Flow* flow;
+    bool operator>(const Event& other) const {
+      return time != other.time ? time > other.time : id > other.id;
+    }
+  };
+
+  RateStage& StageOf(const Event& e);
 
   int hosts_ = 0;
   uint64_t queue_bytes_ = 0;
@@ -59,9 +97,10 @@ class LinkModel {
   std::vector<PathSpec> paths_;         // [from * hosts + to], scaled.
   std::vector<int> path_stage_;         // [from * hosts + to] -> index into path_stages_.
   std::vector<RateStage> path_stages_;  // One per ordered region pair.
-  std::map<std::tuple<int, int, uint64_t>, RateStage> flows_;
-  std::vector<absl::Time> last_release_;  // [from * hosts + to]
+  std::map<std::tuple<int, int, uint64_t>, Flow> flows_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::vector<Counters> counters_;
+  uint64_t next_id_ = 1;
   std::mt19937_64 rng_;
 };
 

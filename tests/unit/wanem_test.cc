@@ -1,7 +1,11 @@
 // The WAN emulator's topology format and link model, in virtual time.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <map>
+
 #include "absl/strings/match.h"
+#include "perf/wanem/forwarder.h"
 #include "perf/wanem/link_model.h"
 #include "perf/wanem/topology.h"
 
@@ -104,12 +108,20 @@ double Throughput(LinkModel& model, int flows, double offered_bps, double second
   const absl::Time end = t0 + absl::Seconds(seconds);
   const absl::Duration one_way = absl::Microseconds(51600);
   double delivered = 0;
-  for (absl::Time t = t0; t < end; t += interval) {
-    for (int f = 0; f < flows; ++f) {
-      auto release = model.Admit(0, 2, static_cast<uint64_t>(f), packet, t);
-      if (release.has_value() && *release - one_way <= end) delivered += packet * 8;
+  std::vector<LinkModel::Outcome> outcomes;
+  auto count = [&] {
+    for (const LinkModel::Outcome& o : outcomes) {
+      if (!o.dropped && o.release - one_way <= end) delivered += packet * 8;
     }
+    outcomes.clear();
+  };
+  for (absl::Time t = t0; t < end; t += interval) {
+    model.Advance(t, &outcomes);
+    count();
+    for (int f = 0; f < flows; ++f) model.Admit(0, 2, static_cast<uint64_t>(f), packet, t);
   }
+  model.Advance(end + absl::Seconds(10), &outcomes);
+  count();
   return delivered / seconds;
 }
 
@@ -132,6 +144,41 @@ TEST(LinkModel, OneFlowIsCappedAndManyFlowsFillThePath) {
   EXPECT_NEAR(Throughput(*light, 2, 100e6, 2), 200e6, 200e6 * 0.02);
 }
 
+// A flow queueing behind its cap must not delay or drop another flow's packets on the shared
+// path: each stage sees its packets in time order.
+TEST(LinkModel, ABackloggedFlowDoesNotStarveAnother) {
+  auto topology = ParseTopology(
+      "region us\nregion eu\nhost u region=us\nhost e region=eu\n"
+      "path us us rtt=1ms capacity=10Gbit\npath eu eu rtt=1ms capacity=10Gbit\n"
+      "path us eu rtt=100ms capacity=1Gbit flow=200Mbit\n",
+      "x");
+  ASSERT_TRUE(topology.ok());
+  auto model = LinkModel::Create(*topology, 1);
+  ASSERT_TRUE(model.ok());
+  const absl::Time t0 = absl::UnixEpoch();
+  std::map<uint64_t, int> flow_of;
+  uint64_t delivered[2] = {0, 0};
+  std::vector<LinkModel::Outcome> outcomes;
+  auto count = [&] {
+    for (const LinkModel::Outcome& o : outcomes) {
+      if (!o.dropped) delivered[flow_of[o.id]] += 1500;
+    }
+    outcomes.clear();
+  };
+  // Flow 0 offers 400 Mbit/s against its 200 Mbit/s cap; flow 1 offers 48 Mbit/s.
+  for (int i = 0; i < 40000; ++i) {
+    const absl::Time t = t0 + absl::Microseconds(30 * i);
+    model->Advance(t, &outcomes);
+    count();
+    flow_of[model->Admit(0, 1, 0, 1500, t)] = 0;
+    if (i % 8 == 0) flow_of[model->Admit(0, 1, 1, 1500, t)] = 1;
+  }
+  model->Advance(t0 + absl::Seconds(100), &outcomes);
+  count();
+  EXPECT_EQ(delivered[1], 5000u * 1500);   // Every packet of the light flow arrives.
+  EXPECT_LT(delivered[0], 40000u * 1500);  // The heavy flow loses what exceeds its queue.
+}
+
 TEST(LinkModel, DelayLossAndNoReordering) {
   auto topology = ParseTopology(kUsEu, "x");
   ASSERT_TRUE(topology.ok());
@@ -140,18 +187,29 @@ TEST(LinkModel, DelayLossAndNoReordering) {
   const absl::Time t0 = absl::UnixEpoch();
   absl::Time previous = absl::InfinitePast();
   int delivered = 0;
+  std::map<uint64_t, absl::Time> sent_at;
+  std::vector<LinkModel::Outcome> outcomes;
+  auto check = [&] {
+    for (const LinkModel::Outcome& o : outcomes) {
+      ASSERT_FALSE(o.dropped);
+      ++delivered;
+      const absl::Duration latency = o.release - sent_at[o.id];
+      EXPECT_GE(latency, absl::Microseconds(51600));
+      EXPECT_LE(latency, absl::Microseconds(51600 + 2000 + 100));
+      EXPECT_GE(o.release, previous);  // Jitter never reorders.
+      previous = o.release;
+    }
+    outcomes.clear();
+  };
   for (int i = 0; i < 20000; ++i) {
     // Slow enough for no queueing: 1500 B every 100 us is 120 Mbit/s, under the 211 Mbit/s cap.
     const absl::Time sent = t0 + absl::Microseconds(100 * i);
-    auto release = model->Admit(0, 2, 7, 1500, sent);
-    if (!release.has_value()) continue;
-    ++delivered;
-    const absl::Duration latency = *release - sent;
-    EXPECT_GE(latency, absl::Microseconds(51600));
-    EXPECT_LE(latency, absl::Microseconds(51600 + 2000 + 100));
-    EXPECT_GE(*release, previous);  // Jitter never reorders.
-    previous = *release;
+    model->Advance(sent, &outcomes);
+    check();
+    if (const uint64_t id = model->Admit(0, 2, 7, 1500, sent); id != 0) sent_at[id] = sent;
   }
+  model->Advance(t0 + absl::Seconds(100), &outcomes);
+  check();
   const auto& c = model->counters(0, 2);
   EXPECT_EQ(c.packets, 20000u);
   EXPECT_EQ(c.queue_drops, 0u);
@@ -187,6 +245,33 @@ TEST(Topology, ShippedTopologiesAreComplete) {
     ASSERT_TRUE(t.ok()) << name << ": " << t.status();
     EXPECT_TRUE(LinkModel::Create(*t, 1).ok()) << name << ": " << LinkModel::Create(*t, 1).status();
   }
+}
+
+}  // namespace
+}  // namespace hmc::wanem
+
+namespace hmc::wanem {
+namespace {
+
+TEST(Forwarder, FlowsAreFiveTuplesAndAddressesMapToHosts) {
+  // IPv4 TCP 10.201.0.1:44566 -> 10.201.0.3:5201.
+  uint8_t a[40] = {0x45, 0,   0, 40, 0,  0,   0, 0, 64,   6,    0,    0,
+                   10,   201, 0, 1,  10, 201, 0, 3, 0xae, 0x16, 0x14, 0x51};
+  uint8_t b[40];
+  std::memcpy(b, a, sizeof(a));
+  b[21] ^= 1;  // Another source port: another flow.
+  EXPECT_NE(FlowOf(a, sizeof(a)), FlowOf(b, sizeof(b)));
+  EXPECT_EQ(FlowOf(a, sizeof(a)), FlowOf(a, sizeof(a)));
+  uint32_t address;
+  std::memcpy(&address, a + 16, 4);
+  EXPECT_EQ(HostIndexOf(address), 2);
+  EXPECT_EQ(HostAddress(2), "10.201.0.3");
+  EXPECT_EQ(HostAddress(251), "10.201.1.2");
+  const uint8_t second_block[4] = {10, 201, 1, 2}, outside[4] = {10, 202, 0, 1};
+  std::memcpy(&address, second_block, 4);
+  EXPECT_EQ(HostIndexOf(address), 251);
+  std::memcpy(&address, outside, 4);
+  EXPECT_EQ(HostIndexOf(address), -1);
 }
 
 }  // namespace
