@@ -38,6 +38,7 @@ struct PerfArgs {
   int warmup = 3;
   bool check = true;
   int root = 0;
+  std::string json_path;               // -J: also append one JSON object per row to this file.
   std::vector<std::string> forwarded;  // Re-passed to the ranks in -n mode.
 };
 
@@ -75,7 +76,8 @@ void Usage() {
                "                [-c allreduce,reduce_scatter,allgather,broadcast|all]\n"
                "                [-d float|half|bfloat16|double|int32|int64|uint8]\n"
                "                [-o sum|avg|min|max|prod] [-r ROOT] [-i ITERS] [-w WARMUP]\n"
-               "                [-k 0|1 (check)] [--help-options] [--OPTION=VALUE ...]\n");
+               "                [-k 0|1 (check)] [-J JSONL_FILE] [--help-options]\n"
+               "                [--OPTION=VALUE ...]\n");
 }
 
 double BusFactor(const std::string& collective, int n) {
@@ -140,6 +142,15 @@ int RunRank(const Options& options, const PerfArgs& a) {
   const size_t es = DTypeSize(a.dtype);
   std::vector<uint8_t> in(a.max_bytes + es), out(a.max_bytes + es);
   int64_t total_wrong = 0;
+  std::unique_ptr<FILE, int (*)(FILE*)> json_file(nullptr, &std::fclose);
+  if (rank == 0 && !a.json_path.empty()) {
+    json_file.reset(std::fopen(a.json_path.c_str(), "a"));
+    if (json_file == nullptr) {
+      std::fprintf(stderr, "hmc-perf: cannot write %s\n", a.json_path.c_str());
+      return 2;
+    }
+  }
+  FILE* const json = json_file.get();
   for (const std::string& collective : a.collectives) {
     if (rank == 0) {
       std::printf("# hmc-perf %s: %d ranks, dtype %s, op %s, algo %s, streams %lld\n",
@@ -196,14 +207,27 @@ int RunRank(const Options& options, const PerfArgs& a) {
       const size_t size_bytes = count * es;
       const double algbw = size_bytes / median_us / 1e3;
       if (rank == 0) {
+        const std::string redop = collective == "allgather" || collective == "broadcast"
+                                      ? "none"
+                                      : std::string(ReduceOpName(a.op));
+        const double busbw = algbw * BusFactor(collective, n);
+        const long long shown_wrong = a.check ? static_cast<long long>(wrong) : -1LL;
         std::printf(" %12zu %12zu %8s %6s %12.1f %10.3f %10.3f %8lld\n", size_bytes, count,
-                    std::string(DTypeName(a.dtype)).c_str(),
-                    collective == "allgather" || collective == "broadcast"
-                        ? "none"
-                        : std::string(ReduceOpName(a.op)).c_str(),
-                    median_us, algbw, algbw * BusFactor(collective, n),
-                    a.check ? static_cast<long long>(wrong) : -1LL);
+                    std::string(DTypeName(a.dtype)).c_str(), redop.c_str(), median_us, algbw, busbw,
+                    shown_wrong);
         std::fflush(stdout);
+        if (json != nullptr) {
+          std::fprintf(json,
+                       "{\"system\":\"hmc\",\"collective\":\"%s\",\"ranks\":%d,\"bytes\":%zu,"
+                       "\"count\":%zu,\"dtype\":\"%s\",\"redop\":\"%s\",\"algo\":\"%s\","
+                       "\"streams\":%lld,\"time_us\":%.1f,\"algbw_gbps\":%.4f,"
+                       "\"busbw_gbps\":%.4f,\"wrong\":%lld}\n",
+                       collective.c_str(), n, size_bytes, count,
+                       std::string(DTypeName(a.dtype)).c_str(), redop.c_str(), options.algo.c_str(),
+                       static_cast<long long>(options.streams), median_us, algbw, busbw,
+                       shown_wrong);
+          std::fflush(json);
+        }
       }
     }
   }
@@ -277,6 +301,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &a.iterations) && a.iterations > 0;
     } else if (flag == "-w") {
       ok = absl::SimpleAtoi(value, &a.warmup) && a.warmup >= 0;
+    } else if (flag == "-J") {
+      a.json_path = value;
     } else if (flag == "-k") {
       int check;
       ok = absl::SimpleAtoi(value, &check);
