@@ -23,6 +23,7 @@ enum class Phase : uint8_t {
   kUnfold = 6,  // ...and get the result back.
   kHalving = 7,
   kDoubling = 8,
+  kPointToPoint = 9,  // Communicator::Send/Recv; the sequence field counts per peer.
 };
 
 // Tag = sequence number (28 bits) | phase (4) | step (12) | segment (20). Distinct sequence

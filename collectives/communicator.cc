@@ -270,6 +270,51 @@ std::shared_ptr<Work> Communicator::Broadcast(const Buffer& in, const Buffer& ou
   });
 }
 
+std::shared_ptr<Work> Communicator::Send(const Buffer& buffer, int peer) {
+  return PointToPoint(buffer, peer, /*send=*/true);
+}
+
+std::shared_ptr<Work> Communicator::Recv(const Buffer& buffer, int peer) {
+  return PointToPoint(buffer, peer, /*send=*/false);
+}
+
+std::shared_ptr<Work> Communicator::PointToPoint(const Buffer& buffer, int peer, bool send) {
+  auto work = std::make_shared<Work>();
+  CollectiveReport report;
+  report.algorithm = "direct";
+  report.name =
+      absl::StrFormat("%s %s rank %d", send ? "send" : "recv", send ? "to" : "from", peer);
+  absl::Status check = CheckBuffers(buffer, buffer, buffer.count, buffer.count);
+  if (check.ok() && (peer < 0 || peer >= size() || peer == rank_)) {
+    check = absl::InvalidArgumentError(
+        absl::StrFormat("peer %d is not another rank of %d", peer, size()));
+  }
+  if (check.ok()) check = health();
+  if (!check.ok()) {
+    work->Complete(absl::Status(check.code(), absl::StrFormat("%s on rank %d: %s", report.name,
+                                                              rank_, check.message())),
+                   report);
+    return work;
+  }
+  uint32_t count;
+  {
+    MutexLock lock(&mu_);
+    std::vector<uint32_t>& counts = send ? sends_to_ : receives_from_;
+    if (counts.empty()) counts.assign(size(), 0);
+    count = counts[peer]++;
+  }
+  const uint64_t tag = MakeTag(count, Phase::kPointToPoint, 0, 0);
+  RequestPtr request = send ? channels_[peer]->Send(tag, buffer.data, buffer.bytes())
+                            : channels_[peer]->Recv(tag, buffer.data, buffer.bytes());
+  (send ? report.bytes_sent : report.bytes_received) = buffer.bytes();
+  const absl::Time start = absl::Now();
+  request->Then([work, report, start](const absl::Status& status) mutable {
+    report.data_time = absl::Now() - start;
+    work->Complete(status, report);
+  });
+  return work;
+}
+
 std::shared_ptr<Work> Communicator::Barrier(const CallOptions& call) {
   return Launch(CallDescriptor{}, absl::OkStatus(), "direct", call,
                 [](CollectiveContext&) { return absl::OkStatus(); });

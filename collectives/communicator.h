@@ -63,6 +63,12 @@ class Communicator {
                                   const CallOptions& call = {});
   std::shared_ptr<Work> Barrier(const CallOptions& call = {});
 
+  // Point to point, not collective: the n-th Send to a peer matches that peer's n-th Recv from
+  // this rank (MPI's ordering rule). Lengths must match: a mismatch fails the link to that peer,
+  // naming both lengths. They are posted to the transport at once and complete without a worker.
+  std::shared_ptr<Work> Send(const Buffer& buffer, int peer);
+  std::shared_ptr<Work> Recv(const Buffer& buffer, int peer);
+
   // OK while usable; otherwise why not.
   absl::Status health() const;
   // Bytes that crossed each link so far, indexed by peer rank.
@@ -79,6 +85,7 @@ class Communicator {
   absl::Status CheckBuffers(const Buffer& in, const Buffer& out, size_t in_count,
                             size_t out_count) const;
   void Abort(const absl::Status& why);
+  std::shared_ptr<Work> PointToPoint(const Buffer& buffer, int peer, bool send);
 
   const int rank_;
   const Options options_;
@@ -91,6 +98,8 @@ class Communicator {
 
   mutable Mutex mu_;
   uint32_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  std::vector<uint32_t> sends_to_ ABSL_GUARDED_BY(mu_);  // Point-to-point counts per peer.
+  std::vector<uint32_t> receives_from_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
 };
 

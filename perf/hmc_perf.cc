@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "collectives/check_pattern.h"
@@ -38,7 +40,8 @@ struct PerfArgs {
   int warmup = 3;
   bool check = true;
   int root = 0;
-  std::string json_path;               // -J: also append one JSON object per row to this file.
+  std::string json_path;  // -J: also append one JSON object per row to this file.
+  bool probe = false;     // --probe: the RTT and bandwidth matrix instead of collectives.
   std::vector<std::string> forwarded;  // Re-passed to the ranks in -n mode.
 };
 
@@ -73,31 +76,40 @@ bool ParseSize(const std::string& text, uint64_t* out) {
 void Usage() {
   std::fprintf(stderr,
                "usage: hmc-perf [-n RANKS] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR]\n"
-               "                [-c allreduce,reduce_scatter,allgather,broadcast|all]\n"
+               "                [-c allreduce,reduce_scatter,allgather,broadcast,sendrecv|all]\n"
                "                [-d float|half|bfloat16|double|int32|int64|uint8]\n"
                "                [-o sum|avg|min|max|prod] [-r ROOT] [-i ITERS] [-w WARMUP]\n"
-               "                [-k 0|1 (check)] [-J JSONL_FILE] [--help-options]\n"
+               "                [-k 0|1 (check)] [-J JSONL_FILE] [--probe] [--help-options]\n"
                "                [--OPTION=VALUE ...]\n");
 }
 
 double BusFactor(const std::string& collective, int n) {
   if (collective == "allreduce") return 2.0 * (n - 1) / n;
-  if (collective == "broadcast") return 1.0;
+  if (collective == "broadcast" || collective == "sendrecv") return 1.0;
   return static_cast<double>(n - 1) / n;
 }
 
 // Runs one collective on buffers sized for `bytes` (the larger of input and output).
-std::shared_ptr<Work> Issue(Communicator& comm, const std::string& collective, const PerfArgs& a,
-                            std::vector<uint8_t>& in, std::vector<uint8_t>& out, size_t count) {
+// Runs one operation on buffers sized for `count` elements (the larger of input and output)
+// and waits for it.
+absl::Status Run(Communicator& comm, const std::string& collective, const PerfArgs& a,
+                 std::vector<uint8_t>& in, std::vector<uint8_t>& out, size_t count) {
   const int n = comm.size();
   Buffer whole_in{in.data(), count, a.dtype};
   Buffer whole_out{out.data(), count, a.dtype};
-  if (collective == "allreduce") return comm.AllReduce(whole_in, whole_out, a.op);
-  if (collective == "broadcast") return comm.Broadcast(whole_in, whole_out, a.root);
+  if (collective == "allreduce") return comm.AllReduce(whole_in, whole_out, a.op)->Wait();
+  if (collective == "broadcast") return comm.Broadcast(whole_in, whole_out, a.root)->Wait();
   if (collective == "reduce_scatter") {
-    return comm.ReduceScatter(whole_in, Buffer{out.data(), count / n, a.dtype}, a.op);
+    return comm.ReduceScatter(whole_in, Buffer{out.data(), count / n, a.dtype}, a.op)->Wait();
   }
-  return comm.AllGather(Buffer{in.data(), count / n, a.dtype}, whole_out);
+  if (collective == "sendrecv") {
+    // Every rank sends to the next and receives from the previous, at once.
+    auto sent = comm.Send(whole_in, (comm.rank() + 1) % n);
+    absl::Status received = comm.Recv(whole_out, (comm.rank() + n - 1) % n)->Wait();
+    absl::Status s = sent->Wait();
+    return s.ok() ? received : s;
+  }
+  return comm.AllGather(Buffer{in.data(), count / n, a.dtype}, whole_out)->Wait();
 }
 
 void FillInput(const std::string& collective, const PerfArgs& a, int rank, int n,
@@ -119,6 +131,11 @@ size_t Check(const std::string& collective, const PerfArgs& a, int rank, int n,
     return CountMismatches(out.data(), count, a.dtype,
                            [&](size_t i) { return PatternValue(a.root, i, a.dtype, a.op); });
   }
+  if (collective == "sendrecv") {
+    const int prev = (rank + n - 1) % n;
+    return CountMismatches(out.data(), count, a.dtype,
+                           [&](size_t i) { return PatternValue(prev, i, a.dtype, a.op); });
+  }
   const size_t block = count / n;
   if (collective == "reduce_scatter") {
     return CountMismatches(out.data(), block, a.dtype, [&](size_t i) {
@@ -130,6 +147,88 @@ size_t Check(const std::string& collective, const PerfArgs& a, int rank, int n,
   });
 }
 
+// The network profile of the group: for every ordered pair of ranks in turn (the others wait at a
+// barrier), the median RTT of `kPings` one-byte ping-pongs and the bandwidth of one message of
+// a.max_bytes (its time less one RTT, which covers the latency and the one-byte answer). Rank 0
+// prints both matrices, row = from, column = to.
+int RunProbe(Communicator& comm, const PerfArgs& a) {
+  constexpr int kPings = 5;
+  const int n = comm.size();
+  const int rank = comm.rank();
+  std::vector<double> rtt_ms(n * n, 0), mbit(n * n, 0);
+  std::vector<uint8_t> payload(a.max_bytes);
+  uint8_t byte = 0;
+  Buffer one{&byte, 1, DType::kU8};
+  Buffer big{payload.data(), payload.size(), DType::kU8};
+  auto check = [&](const absl::Status& s) {
+    if (!s.ok()) {
+      std::fprintf(stderr, "hmc-perf: probe on rank %d: %s\n", rank, s.ToString().c_str());
+    }
+    return s.ok();
+  };
+  for (int from = 0; from < n; ++from) {
+    for (int to = 0; to < n; ++to) {
+      if (from == to) continue;
+      if (!check(comm.Barrier()->Wait())) return 1;
+      if (rank == from) {
+        std::vector<double> samples;
+        for (int p = 0; p < kPings; ++p) {
+          const absl::Time start = absl::Now();
+          if (!check(comm.Send(one, to)->Wait()) || !check(comm.Recv(one, to)->Wait())) return 1;
+          samples.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+        }
+        std::sort(samples.begin(), samples.end());
+        const double rtt = samples[kPings / 2];
+        const absl::Time start = absl::Now();
+        if (!check(comm.Send(big, to)->Wait()) || !check(comm.Recv(one, to)->Wait())) return 1;
+        const double seconds =
+            std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - start) - rtt / 1e3);
+        rtt_ms[from * n + to] = rtt;
+        mbit[from * n + to] = payload.size() * 8 / seconds / 1e6;
+      } else if (rank == to) {
+        for (int p = 0; p < kPings; ++p) {
+          if (!check(comm.Recv(one, from)->Wait()) || !check(comm.Send(one, from)->Wait())) {
+            return 1;
+          }
+        }
+        if (!check(comm.Recv(big, from)->Wait()) || !check(comm.Send(one, from)->Wait())) return 1;
+      }
+    }
+  }
+  // Each rank measured its own row; a sum gathers the matrices everywhere.
+  for (std::vector<double>* m : {&rtt_ms, &mbit}) {
+    Buffer b{m->data(), m->size(), DType::kF64};
+    if (!check(comm.AllReduce(b, b, ReduceOp::kSum)->Wait())) return 1;
+  }
+  if (rank != 0) return 0;
+  const PeerTable& peers = comm.peers();
+  auto print = [&](const char* title, const std::vector<double>& m, const char* format) {
+    std::printf("# %s (row: from, column: to)\n%-24s", title, "#");
+    for (int c = 0; c < n; ++c) std::printf(" %10d", c);
+    std::printf("\n");
+    for (int r = 0; r < n; ++r) {
+      std::string label = absl::StrCat(r);
+      if (r < static_cast<int>(peers.peers.size())) {
+        label = absl::StrFormat("%d %s", r, peers.peers[r].zone);
+      }
+      std::printf("%-24s", label.substr(0, 24).c_str());
+      for (int c = 0; c < n; ++c) {
+        if (r == c) {
+          std::printf(" %10s", "-");
+        } else {
+          std::printf(format, m[r * n + c]);
+        }
+      }
+      std::printf("\n");
+    }
+  };
+  std::printf("# hmc-perf probe: %d ranks, %d pings, %zu-byte transfers\n", n, kPings,
+              payload.size());
+  print("RTT (ms)", rtt_ms, " %10.2f");
+  print("bandwidth (Mbit/s)", mbit, " %10.0f");
+  return 0;
+}
+
 int RunRank(const Options& options, const PerfArgs& a) {
   absl::StatusOr<std::unique_ptr<Communicator>> created = Communicator::Create(options);
   if (!created.ok()) {
@@ -137,6 +236,7 @@ int RunRank(const Options& options, const PerfArgs& a) {
     return 1;
   }
   Communicator& comm = **created;
+  if (a.probe) return RunProbe(comm, a);
   const int n = comm.size();
   const int rank = comm.rank();
   const size_t es = DTypeSize(a.dtype);
@@ -166,7 +266,7 @@ int RunRank(const Options& options, const PerfArgs& a) {
          bytes = std::max<uint64_t>(bytes + 1, static_cast<uint64_t>(bytes * a.factor))) {
       // Element count rounded down to a multiple of the group size, as nccl-tests does.
       size_t count = bytes / es;
-      if (collective != "allreduce" && collective != "broadcast") count -= count % n;
+      if (collective == "reduce_scatter" || collective == "allgather") count -= count % n;
       if (count == 0) continue;
       FillInput(collective, a, rank, n, in, count);
       std::vector<double> times;
@@ -176,7 +276,7 @@ int RunRank(const Options& options, const PerfArgs& a) {
           return 1;
         }
         const absl::Time start = absl::Now();
-        absl::Status s = Issue(comm, collective, a, in, out, count)->Wait();
+        absl::Status s = Run(comm, collective, a, in, out, count);
         const double us = absl::ToDoubleMicroseconds(absl::Now() - start);
         if (!s.ok()) {
           std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
@@ -190,7 +290,7 @@ int RunRank(const Options& options, const PerfArgs& a) {
       if (a.check) {
         FillInput(collective, a, rank, n, in, count);
         std::memset(out.data(), 0, count * es);
-        if (absl::Status s = Issue(comm, collective, a, in, out, count)->Wait(); !s.ok()) {
+        if (absl::Status s = Run(comm, collective, a, in, out, count); !s.ok()) {
           std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
           return 1;
         }
@@ -207,9 +307,9 @@ int RunRank(const Options& options, const PerfArgs& a) {
       const size_t size_bytes = count * es;
       const double algbw = size_bytes / median_us / 1e3;
       if (rank == 0) {
-        const std::string redop = collective == "allgather" || collective == "broadcast"
-                                      ? "none"
-                                      : std::string(ReduceOpName(a.op));
+        const std::string redop = collective == "allreduce" || collective == "reduce_scatter"
+                                      ? std::string(ReduceOpName(a.op))
+                                      : "none";
         const double busbw = algbw * BusFactor(collective, n);
         const long long shown_wrong = a.check ? static_cast<long long>(wrong) : -1LL;
         std::printf(" %12zu %12zu %8s %6s %12.1f %10.3f %10.3f %8lld\n", size_bytes, count,
@@ -261,6 +361,11 @@ int main(int argc, char** argv) {
       std::printf("%s", hmc::Options::DescribeAll().c_str());
       return 0;
     }
+    if (flag == "--probe") {
+      a.probe = true;
+      a.forwarded.push_back(flag);
+      continue;
+    }
     if (flag == "-h" || flag == "--help") {
       hmc::Usage();
       return 0;
@@ -281,11 +386,13 @@ int main(int argc, char** argv) {
     } else if (flag == "-f") {
       ok = absl::SimpleAtod(value, &a.factor) && a.factor > 1;
     } else if (flag == "-c") {
-      a.collectives = value == "all" ? std::vector<std::string>{"allreduce", "reduce_scatter",
-                                                                "allgather", "broadcast"}
-                                     : absl::StrSplit(value, ',');
+      a.collectives = value == "all"
+                          ? std::vector<std::string>{"allreduce", "reduce_scatter", "allgather",
+                                                     "broadcast", "sendrecv"}
+                          : absl::StrSplit(value, ',');
       for (const std::string& c : a.collectives) {
-        ok &= c == "allreduce" || c == "reduce_scatter" || c == "allgather" || c == "broadcast";
+        ok &= c == "allreduce" || c == "reduce_scatter" || c == "allgather" || c == "broadcast" ||
+              c == "sendrecv";
       }
     } else if (flag == "-d") {
       auto d = hmc::ParseDType(value);

@@ -16,10 +16,28 @@ bool Request::done() const {
 }
 
 void Request::Complete(absl::Status status) {
-  MutexLock lock(&mu_);
-  if (done_) return;
-  done_ = true;
-  status_ = std::move(status);
+  std::function<void(const absl::Status&)> then;
+  {
+    MutexLock lock(&mu_);
+    if (done_) return;
+    done_ = true;
+    status_ = std::move(status);
+    then = std::move(then_);
+  }
+  if (then) then(status_);  // status_ no longer changes once done_.
+}
+
+void Request::Then(std::function<void(const absl::Status&)> callback) {
+  absl::Status outcome;
+  {
+    MutexLock lock(&mu_);
+    if (!done_) {
+      then_ = std::move(callback);
+      return;
+    }
+    outcome = status_;
+  }
+  callback(outcome);
 }
 
 }  // namespace hmc

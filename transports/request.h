@@ -1,6 +1,7 @@
 #ifndef HMC_TRANSPORTS_REQUEST_H_
 #define HMC_TRANSPORTS_REQUEST_H_
 
+#include <functional>
 #include <memory>
 
 #include "absl/base/thread_annotations.h"
@@ -19,11 +20,15 @@ class Request {
   bool done() const;
   // Completes the request; later calls are ignored (the first outcome wins).
   void Complete(absl::Status status);
+  // Runs `callback` with the outcome once the request completes (at once if it has), on the
+  // completing thread: it must not block.
+  void Then(std::function<void(const absl::Status&)> callback);
 
  private:
   mutable Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::function<void(const absl::Status&)> then_ ABSL_GUARDED_BY(mu_);
 };
 
 using RequestPtr = std::shared_ptr<Request>;

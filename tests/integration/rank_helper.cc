@@ -92,6 +92,22 @@ class MatrixRunner {
            [&](size_t i) { return PatternValue(root, i, dtype, ReduceOp::kSum); });
   }
 
+  // Every rank sends to the next and receives from the previous one (both posted at once).
+  void SendRecv(DType dtype, size_t count) {
+    const size_t es = DTypeSize(dtype);
+    const int next = (rank_ + 1) % n_, prev = (rank_ + n_ - 1) % n_;
+    std::vector<uint8_t> out(count * es + 1), in(count * es + 1, 0xab);
+    FillPattern(out.data(), count, dtype, rank_, ReduceOp::kSum);
+    auto sent = comm_.Send(Buffer{out.data(), count, dtype}, next);
+    auto received = comm_.Recv(Buffer{in.data(), count, dtype}, prev);
+    absl::Status s = sent->Wait();
+    if (s.ok()) s = received->Wait();
+    Verify(
+        absl::StrFormat("sendrecv %s count=%d", DTypeName(dtype), count), s, in.data(), count,
+        dtype, [&](size_t i) { return PatternValue(prev, i, dtype, ReduceOp::kSum); },
+        /*identical=*/false);
+  }
+
  private:
   // `identical`: every rank must hold the same bytes (all but reduce-scatter).
   void Verify(const std::string& what, const absl::Status& status, const uint8_t* data,
@@ -162,6 +178,7 @@ int RunMatrix(Communicator& comm, bool large) {
       }
     }
     for (size_t count : sizes) {
+      run.SendRecv(dtype, count);
       run.AllGather(dtype, count);
       run.Broadcast(dtype, count, 0);
       run.Broadcast(dtype, count, comm.size() - 1);

@@ -206,3 +206,34 @@ TEST(InprocCollectives, DeadlineNamesThePeerItWaitedFor) {
 
 }  // namespace
 }  // namespace hmc
+
+namespace hmc {
+namespace {
+
+TEST(InprocPointToPoint, NthSendMatchesNthReceiveAndBadPeersAreRefused) {
+  RunGroup(3, [&](int rank, Communicator& comm) {
+    const int next = (rank + 1) % 3, prev = (rank + 2) % 3;
+    std::vector<std::vector<int32_t>> out(4), in(4);
+    std::vector<std::shared_ptr<Work>> works;
+    for (int m = 0; m < 4; ++m) {
+      out[m].assign(100 + m, rank * 1000 + m);
+      in[m].assign(100 + m, -1);
+      works.push_back(comm.Send(Buffer{out[m].data(), out[m].size(), DType::kI32}, next));
+    }
+    // Receives posted after the sends, in the same order: matched by position, not by size.
+    for (int m = 0; m < 4; ++m) {
+      works.push_back(comm.Recv(Buffer{in[m].data(), in[m].size(), DType::kI32}, prev));
+    }
+    for (auto& w : works) ASSERT_TRUE(w->Wait(absl::Now() + absl::Seconds(30)).ok());
+    for (int m = 0; m < 4; ++m) {
+      EXPECT_EQ(in[m], std::vector<int32_t>(100 + m, prev * 1000 + m));
+    }
+    int32_t x = 0;
+    EXPECT_TRUE(absl::IsInvalidArgument(comm.Send(Buffer{&x, 1, DType::kI32}, rank)->Wait()));
+    EXPECT_TRUE(absl::IsInvalidArgument(comm.Recv(Buffer{&x, 1, DType::kI32}, 3)->Wait()));
+    EXPECT_TRUE(comm.Barrier()->Wait().ok());
+  });
+}
+
+}  // namespace
+}  // namespace hmc

@@ -1,0 +1,36 @@
+#!/bin/sh
+# Runs one rank of an hmc program on every host of a running hmc-wanem emulation, with a
+# coordinator on the first host, and prints rank 0's output (the others' go to /tmp). Until
+# hmcrun's network-namespace spawner exists, this is how benchmarks run on the emulator.
+#   perf/wanem/run.sh PREFIX PROGRAM [ARGS...]
+#   e.g. build/bin/hmc-wanem up perf/topologies/us-eu.topo --prefix=hmcw
+#        perf/wanem/run.sh hmcw build/bin/hmc-perf --probe -e 16M
+set -eu
+cd "$(dirname "$0")/../.."
+prefix=$1
+shift
+hosts_file=/run/hmc-wanem/$prefix/hosts
+[ -f "$hosts_file" ] || { echo "run.sh: no emulation '$prefix' is up" >&2; exit 1; }
+wanem=build/bin/hmc-wanem
+n=$(wc -l < "$hosts_file")
+first_host=$(awk 'NR == 1 { print $1 }' "$hosts_file")
+first_address=$(awk 'NR == 1 { print $3 }' "$hosts_file")
+HMC_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+export HMC_TOKEN
+$wanem exec "$first_host" --prefix="$prefix" -- build/bin/hmc-coordinator \
+  --bind="$first_address:29400" --world_size="$n" > "/tmp/hmc-run-$prefix-coordinator.log" 2>&1 &
+coordinator=$!
+pids=""
+rank=0
+while read -r host region address namespace; do
+  out=/tmp/hmc-run-$prefix-rank$rank.log
+  $wanem exec "$host" --prefix="$prefix" -- env HMC_COORDINATOR="$first_address:29400" \
+    HMC_RANK=$rank HMC_ZONE="$region" "$@" > "$out" 2>&1 &
+  pids="$pids $!"
+  rank=$((rank + 1))
+done < "$hosts_file"
+status=0
+for pid in $pids; do wait "$pid" || status=1; done
+wait "$coordinator" || true
+grep -v 'hmc\[' "/tmp/hmc-run-$prefix-rank0.log"
+exit $status
