@@ -41,11 +41,15 @@ TcpTransportConfig Config(const std::string& bind, int streams, const std::strin
 }
 
 // local: peers use Unix domain sockets (they share this network namespace); else TCP.
-Mesh Connect(int n, int streams, bool local = false, const std::string& bind = "127.0.0.1:0") {
+// `configure` may adjust each rank's configuration before its transport is created.
+Mesh Connect(int n, int streams, bool local = false, const std::string& bind = "127.0.0.1:0",
+             const std::function<void(int, TcpTransportConfig&)>& configure = nullptr) {
   Mesh mesh;
   std::vector<PeerAddress> peers;
   for (int r = 0; r < n; ++r) {
-    auto t = TcpTransport::Create(Config(bind, streams, kToken, local));
+    TcpTransportConfig config = Config(bind, streams, kToken, local);
+    if (configure) configure(r, config);
+    auto t = TcpTransport::Create(config);
     EXPECT_TRUE(t.ok()) << t.status();
     peers.push_back(PeerAddress{r, (*t)->address(), absl::StrFormat("rank %d", r)});
     mesh.transports.push_back(std::move(*t));
@@ -134,21 +138,10 @@ INSTANTIATE_TEST_SUITE_P(StreamsAndSockets, TcpTransportTest,
 // A receiver that refuses pulls answers the rendezvous with a refusal; the sender then streams
 // the message, and keeps streaming to that peer.
 TEST(TcpTransport, RefusedPullFallsBackToStreaming) {
-  std::vector<std::unique_ptr<TcpTransport>> transports;
-  std::vector<PeerAddress> peers;
-  for (int r = 0; r < 2; ++r) {
-    TcpTransportConfig config = Config("127.0.0.1:0", 2);
-    config.limits.pull_min_bytes = r == 0 ? 4096 : 0;  // Rank 1 refuses to pull.
-    auto t = TcpTransport::Create(config);
-    ASSERT_TRUE(t.ok());
-    peers.push_back(PeerAddress{r, (*t)->address(), absl::StrFormat("rank %d", r)});
-    transports.push_back(std::move(*t));
-  }
-  std::vector<std::vector<std::shared_ptr<Channel>>> channels(2);
-  std::thread other(
-      [&] { channels[1] = *transports[1]->ConnectAll(1, peers, absl::Now() + absl::Seconds(10)); });
-  channels[0] = *transports[0]->ConnectAll(0, peers, absl::Now() + absl::Seconds(10));
-  other.join();
+  Mesh mesh = Connect(2, 2, /*local=*/true, "127.0.0.1:0", [](int r, TcpTransportConfig& c) {
+    c.limits.pull_min_bytes = r == 0 ? 4096 : 0;  // Rank 1 refuses to pull.
+  });
+  auto& channels = mesh.channels;
   for (int round = 0; round < 2; ++round) {
     std::vector<uint8_t> data = Pattern(1 << 20, static_cast<uint8_t>(round)), got(1 << 20);
     auto recv = channels[1][0]->Recv(round, got.data(), got.size());
@@ -179,21 +172,9 @@ TEST(CrossMemoryAttach, PullsFromThisProcessAndChecksIdentity) {
 // that the transport stops reading the stream (TCP pushes back on the sender) and resumes once
 // receives are posted. Everything still arrives intact.
 TEST(TcpTransport, UnexpectedMessagesStayWithinTheirMemoryBound) {
-  std::vector<std::unique_ptr<TcpTransport>> transports;
-  std::vector<PeerAddress> peers;
-  for (int r = 0; r < 2; ++r) {
-    TcpTransportConfig config = Config("127.0.0.1:0", 2, kToken, /*local_sockets=*/false);
-    config.max_unexpected_bytes = 64 << 10;
-    auto t = TcpTransport::Create(config);
-    ASSERT_TRUE(t.ok());
-    peers.push_back(PeerAddress{r, (*t)->address(), absl::StrFormat("rank %d", r)});
-    transports.push_back(std::move(*t));
-  }
-  std::vector<std::vector<std::shared_ptr<Channel>>> channels(2);
-  std::thread other(
-      [&] { channels[1] = *transports[1]->ConnectAll(1, peers, absl::Now() + absl::Seconds(10)); });
-  channels[0] = *transports[0]->ConnectAll(0, peers, absl::Now() + absl::Seconds(10));
-  other.join();
+  Mesh mesh = Connect(2, 2, /*local=*/false, "127.0.0.1:0",
+                      [](int, TcpTransportConfig& c) { c.max_unexpected_bytes = 64 << 10; });
+  auto& channels = mesh.channels;
   constexpr int kMessages = 24;  // 24 MiB in flight against a 64 KiB budget.
   std::vector<std::vector<uint8_t>> sent, got;
   std::vector<RequestPtr> sends;
