@@ -1,6 +1,6 @@
 // hmc-wanem: a multi-host WAN on one Linux machine.
 //
-//   hmc-wanem up perf/topologies/us-eu.topo [--prefix=hmcw] [--seed=1]
+//   hmc-wanem up perf/topologies/us-eu.topo [--prefix=hmcw] [--seed=1] [--scale=0.15]
 //   hmc-wanem exec us-0 [--prefix=hmcw] -- build/bin/hello_allreduce
 //   hmc-wanem status [--prefix=hmcw]
 //   hmc-wanem down [--prefix=hmcw]
@@ -44,6 +44,7 @@ struct Args {
   std::vector<std::string> rest;  // After "--".
   std::string prefix = "hmcw";
   uint64_t seed = 1;
+  double scale = 1;  // Multiplies the topology's own scale.
 };
 
 std::string StateDir(const std::string& prefix) { return "/run/hmc-wanem/" + prefix; }
@@ -151,7 +152,7 @@ int Emulate(const Topology& topology, LinkModel model, const Args& a, int ready)
 
 int Up(const Args& a) {
   if (a.positional.size() != 1) {
-    std::fprintf(stderr, "usage: hmc-wanem up TOPOLOGY [--prefix=P] [--seed=N]\n");
+    std::fprintf(stderr, "usage: hmc-wanem up TOPOLOGY [--prefix=P] [--seed=N] [--scale=F]\n");
     return 2;
   }
   absl::StatusOr<Topology> topology = LoadTopology(a.positional[0]);
@@ -159,6 +160,7 @@ int Up(const Args& a) {
     std::fprintf(stderr, "hmc-wanem: %s\n", std::string(topology.status().message()).c_str());
     return 1;
   }
+  topology->scale *= a.scale;
   absl::StatusOr<LinkModel> model = LinkModel::Create(*topology, a.seed);
   if (!model.ok()) {
     std::fprintf(stderr, "hmc-wanem: %s\n", std::string(model.status().message()).c_str());
@@ -251,6 +253,8 @@ int main(int argc, char** argv) {
       a.prefix = arg.substr(9);
     } else if (absl::StartsWith(arg, "--seed=")) {
       if (!absl::SimpleAtoi(arg.substr(7), &a.seed)) return 2;
+    } else if (absl::StartsWith(arg, "--scale=")) {
+      if (!absl::SimpleAtod(arg.substr(8), &a.scale) || a.scale <= 0) return 2;
     } else if (a.command.empty()) {
       a.command = arg;
     } else {
