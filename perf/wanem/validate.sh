@@ -11,7 +11,8 @@ wanem=build/bin/hmc-wanem
 prefix=hmcv
 rates=${*:-50 100 200 400 800}
 topology=$(mktemp /tmp/hmc-validate-XXXXXX.topo)
-trap '$wanem down --prefix=$prefix > /dev/null 2>&1; rm -f "$topology"' EXIT
+pidfile=$topology.iperf3.pid
+trap '[ -f "$pidfile" ] && kill "$(cat "$pidfile")"; $wanem down --prefix=$prefix > /dev/null 2>&1; rm -f "$topology" "$pidfile"' EXIT
 echo "| flow cap (Mbit/s) | RTT set / measured (ms) | 1 stream expected / measured (Mbit/s) | 8 streams expected / measured (Mbit/s) |"
 echo "|---|---|---|---|"
 for rate in $rates; do
@@ -27,10 +28,12 @@ TOPO
   $wanem up "$topology" --prefix=$prefix > /dev/null
   x="$wanem exec --prefix=$prefix"
   rtt=$($x a-0 -- ping -q -c 10 -i 0.2 10.201.0.2 | awk -F/ '/^rtt/ { print $5 }')
-  $x b-0 -- iperf3 -s -D > /dev/null 2>&1
+  $x b-0 -- iperf3 -s -D -I "$pidfile" > /dev/null 2>&1
   sleep 0.5
   one=$($x a-0 -- iperf3 -c 10.201.0.2 -t 10 -O 3 -f m | awk '/receiver/ { print $7 }')
   eight=$($x a-0 -- iperf3 -c 10.201.0.2 -t 10 -O 3 -P 8 -f m | awk '/SUM.*receiver/ { print $6 }')
+  kill "$(cat "$pidfile")"  # The server is stopped by its PID.
+  rm -f "$pidfile"
   $wanem down --prefix=$prefix > /dev/null
   echo "| $rate | 50 / $rtt | $rate / $one | $((rate * 4)) / $eight |"
 done
