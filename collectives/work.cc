@@ -3,17 +3,14 @@
 namespace hmc {
 
 absl::Status Work::Wait(absl::Time deadline) {
-  MutexLock lock(&mu_);
-  if (!mu_.AwaitWithDeadline(absl::Condition(&done_), deadline)) {
+  absl::Status s = completion_.Wait(deadline);
+  if (absl::IsDeadlineExceeded(s) && !completion_.done()) {
     return absl::DeadlineExceededError("collective still running at the wait's deadline");
   }
-  return status_;
+  return s;
 }
 
-bool Work::done() const {
-  MutexLock lock(&mu_);
-  return done_;
-}
+bool Work::done() const { return completion_.done(); }
 
 CollectiveReport Work::report() const {
   MutexLock lock(&mu_);
@@ -21,10 +18,11 @@ CollectiveReport Work::report() const {
 }
 
 void Work::Complete(absl::Status status, CollectiveReport report) {
-  MutexLock lock(&mu_);
-  done_ = true;
-  status_ = std::move(status);
-  report_ = std::move(report);
+  {
+    MutexLock lock(&mu_);
+    report_ = std::move(report);
+  }
+  completion_.Complete(std::move(status));
 }
 
 }  // namespace hmc

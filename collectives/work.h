@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/mutex.h"
+#include "transports/request.h"
 
 namespace hmc {
 
@@ -34,9 +35,8 @@ class Work {
   void Complete(absl::Status status, CollectiveReport report);
 
  private:
+  Request completion_;  // The outcome; the report is set just before it completes.
   mutable Mutex mu_;
-  bool done_ ABSL_GUARDED_BY(mu_) = false;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
   CollectiveReport report_ ABSL_GUARDED_BY(mu_);
 };
 

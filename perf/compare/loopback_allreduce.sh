@@ -8,9 +8,7 @@ cd "$(dirname "$0")/../.."
 ranks=${1:-4}
 rounds=${2:-5}
 bin=build/bin
-time_of() {  # the time(us) column of the single size a perf program prints
-  grep -v '^#' | grep -v 'hmc\[' | awk 'NF >= 8 { print $5 }' | tail -1
-}
+. perf/compare/common.sh
 : > /tmp/hmc-compare-$$
 i=0
 while [ "$i" -lt "$rounds" ]; do
@@ -21,10 +19,9 @@ while [ "$i" -lt "$rounds" ]; do
   echo "$h $t $g" >> /tmp/hmc-compare-$$
   i=$((i + 1))
 done
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-mh=$(awk '{print $1}' /tmp/hmc-compare-$$ | median)
-mt=$(awk '{print $2}' /tmp/hmc-compare-$$ | median)
-mg=$(awk '{print $3}' /tmp/hmc-compare-$$ | median)
+mh=$(median_of /tmp/hmc-compare-$$ 1)
+mt=$(median_of /tmp/hmc-compare-$$ 2)
+mg=$(median_of /tmp/hmc-compare-$$ 3)
 rm -f /tmp/hmc-compare-$$
 echo
 echo "| system ($ranks ranks, 64 MiB f32 sum) | median time (ms) | time / Gloo ring_chunked |"

@@ -16,7 +16,7 @@ trap '$wanem down --prefix=$prefix > /dev/null 2>&1' EXIT
 $wanem up "$topology" --prefix=$prefix --scale="$scale" > /dev/null
 hosts=/run/hmc-wanem/$prefix/hosts
 n=$(wc -l < "$hosts")
-time_of() { grep -v '^#' | grep -v 'hmc\[' | awk 'NF >= 8 { print $5 }' | tail -1; }
+. perf/compare/common.sh
 hmc() {  # STREAMS
   perf/wanem/run.sh $prefix build/bin/hmc-perf -b "$size" -e "$size" -i 3 -w 1 -k 0 \
     --streams="$1" | time_of
@@ -44,10 +44,9 @@ while [ "$i" -lt "$rounds" ]; do
   echo "$a $b $g" >> /tmp/hmc-wan-$$
   i=$((i + 1))
 done
-median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
-ma=$(awk '{print $1}' /tmp/hmc-wan-$$ | median)
-mb=$(awk '{print $2}' /tmp/hmc-wan-$$ | median)
-mg=$(awk '{print $3}' /tmp/hmc-wan-$$ | median)
+ma=$(median_of /tmp/hmc-wan-$$ 1)
+mb=$(median_of /tmp/hmc-wan-$$ 2)
+mg=$(median_of /tmp/hmc-wan-$$ 3)
 rm -f /tmp/hmc-wan-$$
 echo
 echo "| system ($(basename "$topology") ×$scale, $n ranks, $size f32 sum) | median time (s) | speed-up over Gloo |"
