@@ -1,7 +1,10 @@
 #include "collectives/communicator.h"
 
+#include <sys/resource.h>
+
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collectives/broadcast.h"
 #include "collectives/halving_doubling.h"
@@ -28,8 +31,23 @@ std::unique_ptr<Communicator> Communicator::CreateFromChannels(
   return std::unique_ptr<Communicator>(new Communicator(rank, std::move(channels), options));
 }
 
+namespace {
+
+// Each peer costs `streams` sockets, so a large group with many streams outgrows the usual soft
+// limit of 1024 descriptors; the hard limit is the process's to take.
+void RaiseDescriptorLimit() {
+  rlimit limit;
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options& options) {
   const absl::Time deadline = absl::Now() + options.connect_timeout;
+  RaiseDescriptorLimit();
   absl::StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
   if (!client.ok()) return client.status();
   TcpTransportConfig config;
@@ -45,7 +63,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   config.socket_buffer_bytes = options.socket_buffer_bytes;
   config.local_sockets = options.local_sockets;
   config.max_unexpected_bytes = static_cast<uint64_t>(options.max_unexpected_bytes);
-  config.limits.streams = static_cast<int>(options.streams);
+  config.limits.streams =
+      static_cast<int>(options.streams > 0 ? options.streams : options.max_streams);
   config.limits.stripe_min_bytes = static_cast<uint64_t>(options.stripe_min_bytes);
   config.limits.max_frame_bytes = static_cast<uint64_t>(options.max_frame_bytes);
   config.limits.epoch = kInitialEpoch;
@@ -79,6 +98,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   });
   comm->transport_ = std::move(*transport);
   comm->coordinator_ = std::move(*client);
+  comm->stream_choice_.streams = config.limits.streams;
+  if (options.streams == 0 && comm->size() > 1) {
+    if (absl::Status s = comm->ProbeStreams(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("choosing streams per peer: ", s.message()));
+    }
+  }
   return comm;
 }
 

@@ -12,6 +12,7 @@
 #include "collectives/arg_check.h"
 #include "collectives/collective_context.h"
 #include "collectives/scratch_pool.h"
+#include "collectives/stream_probe.h"
 #include "collectives/work.h"
 #include "collectives/worker_pool.h"
 #include "core/buffer.h"
@@ -73,6 +74,8 @@ class Communicator {
   absl::Status health() const;
   // Bytes that crossed each link so far, indexed by peer rank.
   std::vector<LinkStats> link_stats() const;
+  // The streams per peer in use, and what the probe at creation measured to choose them.
+  const StreamChoice& stream_choice() const { return stream_choice_; }
 
  private:
   using Algorithm = std::function<absl::Status(CollectiveContext&)>;
@@ -86,11 +89,14 @@ class Communicator {
                             size_t out_count) const;
   void Abort(const absl::Status& why);
   std::shared_ptr<Work> PointToPoint(const Buffer& buffer, int peer, bool send);
+  // Measures the ring's links and sets every channel's active streams (stream_probe.cc).
+  absl::Status ProbeStreams();
 
   const int rank_;
   const Options options_;
   std::vector<std::shared_ptr<Channel>> channels_;
   PeerTable peers_;
+  StreamChoice stream_choice_;
   std::unique_ptr<CoordinatorClient> coordinator_;
   std::unique_ptr<Transport> transport_;
   ScratchPool scratch_;

@@ -31,7 +31,10 @@ const OptionSpec kOptionTable[] = {
     {"zone", &Options::zone, "Zone (region or site) this rank runs in."},
     {"bind_addr", &Options::bind_addr,
      "Address the transport listens on; empty: the local address that reaches the coordinator."},
-    {"streams", &Options::streams, "TCP connections per peer; large messages are striped."},
+    {"streams", &Options::streams,
+     "TCP connections per peer that large messages are striped over; 0 (auto): open max_streams "
+     "and use as many as the link probe at creation shows to help."},
+    {"max_streams", &Options::max_streams, "Connections per peer opened when streams is 0."},
     {"local_sockets", &Options::local_sockets,
      "Peers in the same network namespace (same host) connect over Unix domain sockets."},
     {"pull_min_bytes", &Options::pull_min_bytes,
@@ -110,8 +113,13 @@ std::string Format(const Options& options, const OptionSpec& spec) {
 }
 
 absl::Status Validate(const Options& o) {
-  if (o.streams < 1 || o.streams > 64) {
-    return absl::InvalidArgumentError(absl::StrFormat("streams=%d: must be 1..64", o.streams));
+  if (o.streams < 0 || o.streams > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("streams=%d: must be 1..64, or 0 for auto", o.streams));
+  }
+  if (o.max_streams < 1 || o.max_streams > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("max_streams=%d: must be 1..64", o.max_streams));
   }
   if (o.chunk_bytes < 4096) {
     return absl::InvalidArgumentError(

@@ -27,7 +27,8 @@ struct Options {
   std::string bind_addr;  // Empty: the local address that reaches the coordinator.
 
   // Transport.
-  int64_t streams = 4;                   // TCP connections per peer.
+  int64_t streams = 0;                   // TCP connections per peer; 0: chosen by a probe.
+  int64_t max_streams = 32;              // Connections opened when streams is 0.
   bool local_sockets = true;             // Unix domain sockets to peers in this network namespace.
   int64_t pull_min_bytes = 64 << 10;     // Single-copy pulls from local peers; 0: off.
   int64_t socket_buffer_bytes = 0;       // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning.

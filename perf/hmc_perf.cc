@@ -24,6 +24,7 @@
 #include "collectives/communicator.h"
 #include "launcher/local_group.h"
 #include "launcher/process.h"
+#include "perf/perf_table.h"
 
 namespace hmc {
 namespace {
@@ -45,34 +46,6 @@ struct PerfArgs {
   std::vector<std::string> forwarded;  // Re-passed to the ranks in -n mode.
 };
 
-bool ParseSize(const std::string& text, uint64_t* out) {
-  uint64_t multiplier = 1;
-  std::string digits = text;
-  if (!digits.empty()) {
-    switch (digits.back()) {
-      case 'K':
-      case 'k':
-        multiplier = 1ull << 10;
-        break;
-      case 'M':
-      case 'm':
-        multiplier = 1ull << 20;
-        break;
-      case 'G':
-      case 'g':
-        multiplier = 1ull << 30;
-        break;
-      default:
-        break;
-    }
-    if (multiplier != 1) digits.pop_back();
-  }
-  uint64_t value;
-  if (!absl::SimpleAtoi(digits, &value)) return false;
-  *out = value * multiplier;
-  return true;
-}
-
 void Usage() {
   std::fprintf(stderr,
                "usage: hmc-perf [-n RANKS] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR]\n"
@@ -84,7 +57,7 @@ void Usage() {
 }
 
 double BusFactor(const std::string& collective, int n) {
-  if (collective == "allreduce") return 2.0 * (n - 1) / n;
+  if (collective == "allreduce") return perf::AllReduceBusFactor(n);
   if (collective == "broadcast" || collective == "sendrecv") return 1.0;
   return static_cast<double>(n - 1) / n;
 }
@@ -251,16 +224,20 @@ int RunRank(const Options& options, const PerfArgs& a) {
     }
   }
   FILE* const json = json_file.get();
+  const StreamChoice& streams = comm.stream_choice();
+  if (rank == 0 && streams.probed) {
+    std::printf(
+        "# streams per peer: %d, chosen by the probe (%.0f ms per measurement; rank 0's "
+        "incoming link: 1 stream %.1f Mbit/s, %d streams %.1f Mbit/s, wants %d)\n",
+        streams.streams, absl::ToDoubleMilliseconds(streams.window), streams.one_stream_mbit,
+        streams.connections, streams.all_streams_mbit, streams.link_choice);
+  }
   for (const std::string& collective : a.collectives) {
     if (rank == 0) {
-      std::printf("# hmc-perf %s: %d ranks, dtype %s, op %s, algo %s, streams %lld\n",
+      std::printf("# hmc-perf %s: %d ranks, dtype %s, op %s, algo %s, streams %d\n",
                   collective.c_str(), n, std::string(DTypeName(a.dtype)).c_str(),
-                  std::string(ReduceOpName(a.op)).c_str(), options.algo.c_str(),
-                  static_cast<long long>(options.streams));
-      std::printf("#%12s %12s %8s %6s %12s %10s %10s %8s\n", "size", "count", "type", "redop",
-                  "time(us)", "algbw", "busbw", "#wrong");
-      std::printf("#%12s %12s %8s %6s %12s %10s %10s %8s\n", "(B)", "(elements)", "", "", "",
-                  "(GB/s)", "(GB/s)", "");
+                  std::string(ReduceOpName(a.op)).c_str(), options.algo.c_str(), streams.streams);
+      perf::PrintTableHeader(stdout);
     }
     for (uint64_t bytes = a.min_bytes; bytes <= a.max_bytes;
          bytes = std::max<uint64_t>(bytes + 1, static_cast<uint64_t>(bytes * a.factor))) {
@@ -284,8 +261,7 @@ int RunRank(const Options& options, const PerfArgs& a) {
         }
         if (it >= a.warmup) times.push_back(us);
       }
-      std::sort(times.begin(), times.end());
-      const double median_us = times[times.size() / 2];
+      const double median_us = perf::Median(times);
       int64_t wrong = 0;
       if (a.check) {
         FillInput(collective, a, rank, n, in, count);
@@ -312,10 +288,8 @@ int RunRank(const Options& options, const PerfArgs& a) {
                                       : "none";
         const double busbw = algbw * BusFactor(collective, n);
         const long long shown_wrong = a.check ? static_cast<long long>(wrong) : -1LL;
-        std::printf(" %12zu %12zu %8s %6s %12.1f %10.3f %10.3f %8lld\n", size_bytes, count,
-                    std::string(DTypeName(a.dtype)).c_str(), redop.c_str(), median_us, algbw, busbw,
-                    shown_wrong);
-        std::fflush(stdout);
+        perf::PrintTableRow(stdout, {size_bytes, count, std::string(DTypeName(a.dtype)), redop,
+                                     median_us, algbw, busbw, shown_wrong});
         if (json != nullptr) {
           std::fprintf(json,
                        "{\"system\":\"hmc\",\"collective\":\"%s\",\"ranks\":%d,\"bytes\":%zu,"
@@ -324,7 +298,7 @@ int RunRank(const Options& options, const PerfArgs& a) {
                        "\"busbw_gbps\":%.4f,\"wrong\":%lld}\n",
                        collective.c_str(), n, size_bytes, count,
                        std::string(DTypeName(a.dtype)).c_str(), redop.c_str(), options.algo.c_str(),
-                       static_cast<long long>(options.streams), median_us, algbw, busbw,
+                       static_cast<long long>(streams.streams), median_us, algbw, busbw,
                        shown_wrong);
           std::fflush(json);
         }
@@ -380,9 +354,9 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &a.np) && a.np > 0;
       continue;  // Not forwarded.
     } else if (flag == "-b") {
-      ok = hmc::ParseSize(value, &a.min_bytes);
+      ok = hmc::perf::ParseSize(value, &a.min_bytes);
     } else if (flag == "-e") {
-      ok = hmc::ParseSize(value, &a.max_bytes);
+      ok = hmc::perf::ParseSize(value, &a.max_bytes);
     } else if (flag == "-f") {
       ok = absl::SimpleAtod(value, &a.factor) && a.factor > 1;
     } else if (flag == "-c") {

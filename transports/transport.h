@@ -43,6 +43,14 @@ class Channel {
   // OK while the channel works; the reason it failed afterwards.
   virtual absl::Status status() const = 0;
   virtual LinkStats stats() const = 0;
+  // The parallel connections to the peer, and how many of them sends spread over: the sender's
+  // choice alone, since a receiver takes stripes from any connection. Transports without parallel
+  // connections have one.
+  virtual int connections() const { return 1; }
+  virtual int active_streams() const { return 1; }
+  virtual void SetActiveStreams(int streams) { (void)streams; }
+  // Whether the peer shares this host's network namespace (a link without a network path).
+  virtual bool local() const { return false; }
 };
 
 struct PeerAddress {

@@ -30,6 +30,7 @@
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
 #include "launcher/process.h"
+#include "perf/perf_table.h"
 
 namespace {
 
@@ -64,8 +65,7 @@ int RunRank(int rank, int size, const std::string& store_path, const std::string
     gloo::BarrierAllToAll barrier(context);
     if (rank == 0) {
       std::printf("# gloo %s: %d ranks, dtype float, op sum\n", name.c_str(), size);
-      std::printf("#%12s %12s %8s %6s %12s %10s %10s %8s\n", "size", "count", "type", "redop",
-                  "time(us)", "algbw", "busbw", "#wrong");
+      hmc::perf::PrintTableHeader(stdout);
     }
     for (uint64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
       const int count = static_cast<int>(bytes / sizeof(float));
@@ -81,7 +81,6 @@ int RunRank(int rank, int size, const std::string& store_path, const std::string
         algorithm->run();
         if (it >= 3) times.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
       }
-      std::sort(times.begin(), times.end());
       hmc::FillPattern(data.data(), count, hmc::DType::kF32, rank, hmc::ReduceOp::kSum);
       barrier.run();
       algorithm->run();
@@ -90,31 +89,18 @@ int RunRank(int rank, int size, const std::string& store_path, const std::string
             return hmc::ReferenceReduction(size, i, hmc::DType::kF32, hmc::ReduceOp::kSum);
           });
       wrong_total += static_cast<int>(wrong);
-      const double us = times[times.size() / 2];
+      const double us = hmc::perf::Median(times);
       const double algbw = bytes / us / 1e3;
       if (rank == 0) {
-        std::printf(" %12llu %12d %8s %6s %12.1f %10.3f %10.3f %8zu\n",
-                    static_cast<unsigned long long>(bytes), count, "float", "sum", us, algbw,
-                    algbw * 2.0 * (size - 1) / size, wrong);
-        std::fflush(stdout);
+        hmc::perf::PrintTableRow(
+            stdout, {bytes, static_cast<uint64_t>(count), "float", "sum", us, algbw,
+                     algbw * hmc::perf::AllReduceBusFactor(size), static_cast<long long>(wrong)});
       }
     }
     // A rank that leaves first would close sockets its peers still read.
     barrier.run();
   }
   return wrong_total == 0 ? 0 : 3;
-}
-
-bool ParseSize(std::string text, uint64_t* out) {
-  uint64_t multiplier = 1;
-  if (!text.empty() && (text.back() == 'K' || text.back() == 'M' || text.back() == 'G')) {
-    multiplier = text.back() == 'K' ? 1ull << 10 : text.back() == 'M' ? 1ull << 20 : 1ull << 30;
-    text.pop_back();
-  }
-  uint64_t value;
-  if (!absl::SimpleAtoi(text, &value)) return false;
-  *out = value * multiplier;
-  return true;
 }
 
 }  // namespace
@@ -131,9 +117,9 @@ int main(int argc, char** argv) {
     if (flag == "-n")
       ok = absl::SimpleAtoi(value, &np);
     else if (flag == "-b")
-      ok = ParseSize(value, &min_bytes);
+      ok = hmc::perf::ParseSize(value, &min_bytes);
     else if (flag == "-e")
-      ok = ParseSize(value, &max_bytes);
+      ok = hmc::perf::ParseSize(value, &max_bytes);
     else if (flag == "-i")
       ok = absl::SimpleAtoi(value, &iterations);
     else if (flag == "-a")

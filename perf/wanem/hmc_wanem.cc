@@ -1,6 +1,6 @@
 // hmc-wanem: a multi-host WAN on one Linux machine.
 //
-//   hmc-wanem up perf/topologies/us-eu.topo [--prefix=hmcw] [--seed=1] [--scale=0.15]
+//   hmc-wanem up perf/topologies/us-eu.topo [--prefix=hmcw] [--seed=1] [--scale=0.15] [--mtu=1500]
 //   hmc-wanem exec us-0 [--prefix=hmcw] -- build/bin/hello_allreduce
 //   hmc-wanem status [--prefix=hmcw]
 //   hmc-wanem down [--prefix=hmcw]
@@ -45,6 +45,9 @@ struct Args {
   std::string prefix = "hmcw";
   uint64_t seed = 1;
   double scale = 1;  // Multiplies the topology's own scale.
+  // The emulated interfaces' MTU. The forwarder's cost is per packet, so jumbo frames (as cloud
+  // VPCs allow: 8896 on Google Cloud, 9001 on AWS) raise the rate it sustains several times.
+  int mtu = 1500;
 };
 
 std::string StateDir(const std::string& prefix) { return "/run/hmc-wanem/" + prefix; }
@@ -133,6 +136,7 @@ int Emulate(const Topology& topology, LinkModel model, const Args& a, int ready)
              {"ip", "netns", "add", ns},
              {"ip", "link", "set", tun, "netns", ns},
              {"ip", "-n", ns, "addr", "add", HostAddress(static_cast<int>(i)) + "/16", "dev", tun},
+             {"ip", "-n", ns, "link", "set", tun, "mtu", absl::StrCat(a.mtu)},
              {"ip", "-n", ns, "link", "set", tun, "up"},
              {"ip", "-n", ns, "link", "set", "lo", "up"}}) {
       if (absl::Status s = Run(argv, log); !s.ok()) return fail(s);
@@ -152,7 +156,8 @@ int Emulate(const Topology& topology, LinkModel model, const Args& a, int ready)
 
 int Up(const Args& a) {
   if (a.positional.size() != 1) {
-    std::fprintf(stderr, "usage: hmc-wanem up TOPOLOGY [--prefix=P] [--seed=N] [--scale=F]\n");
+    std::fprintf(stderr,
+                 "usage: hmc-wanem up TOPOLOGY [--prefix=P] [--seed=N] [--scale=F] [--mtu=N]\n");
     return 2;
   }
   absl::StatusOr<Topology> topology = LoadTopology(a.positional[0]);
@@ -255,6 +260,11 @@ int main(int argc, char** argv) {
       if (!absl::SimpleAtoi(arg.substr(7), &a.seed)) return 2;
     } else if (absl::StartsWith(arg, "--scale=")) {
       if (!absl::SimpleAtod(arg.substr(8), &a.scale) || a.scale <= 0) return 2;
+    } else if (absl::StartsWith(arg, "--mtu=")) {
+      if (!absl::SimpleAtoi(arg.substr(6), &a.mtu) || a.mtu < 576 || a.mtu > 65000) {
+        std::fprintf(stderr, "hmc-wanem: --mtu must be 576 to 65000\n");
+        return 2;
+      }
     } else if (a.command.empty()) {
       a.command = arg;
     } else {

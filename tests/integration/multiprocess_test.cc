@@ -39,5 +39,13 @@ TEST(ArgumentCheck, MismatchesAreReportedOnEveryRankAndTheGroupRecovers) {
   EXPECT_EQ(*code, 0);
 }
 
+// Ranks on one host have no network path to probe: every link is local, so the group keeps its
+// local stream count without measuring.
+TEST(StreamProbe, LocalRanksSkipTheMeasurement) {
+  absl::StatusOr<int> code = RunRanks(3, {"streams", "--expect_local"});
+  ASSERT_TRUE(code.ok()) << code.status();
+  EXPECT_EQ(*code, 0);
+}
+
 }  // namespace
 }  // namespace hmc

@@ -264,21 +264,37 @@ int RunEndless(Communicator& comm, int expect_failed) {
   return 0;
 }
 
+// Prints what the stream probe chose and measured on this rank, for the test to check. With
+// `expect_local`, fails unless the group saw that no link leaves the host.
+int PrintStreams(Communicator& comm, bool expect_local) {
+  const StreamChoice& c = comm.stream_choice();
+  std::printf("streams %d probed %d one %.2f all %.2f link %d\n", c.streams, c.probed ? 1 : 0,
+              c.one_stream_mbit, c.all_streams_mbit, c.link_choice);
+  if (expect_local && (c.probed || c.streams != kLocalStreams)) {
+    std::fprintf(stderr, "rank %d: expected %d streams without a probe\n", comm.rank(),
+                 kLocalStreams);
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 }  // namespace hmc
 
 int main(int argc, char** argv) {
   absl::StatusOr<hmc::Options> options = hmc::Options::FromEnvironment();
   if (!options.ok() || argc < 2) {
-    std::fprintf(stderr, "usage: hmc-test-rank matrix|mismatch|endless [flags]\n");
+    std::fprintf(stderr, "usage: hmc-test-rank matrix|mismatch|endless|streams [flags]\n");
     return 1;
   }
   const std::string mode = argv[1];
   bool large = false;
+  bool expect_local = false;
   int expect_failed = -1;
   for (int i = 2; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--large") large = true;
+    if (arg == "--expect_local") expect_local = true;
     if (absl::StartsWith(arg, "--expect_failed=")) {
       if (!absl::SimpleAtoi(arg.substr(16), &expect_failed)) return 1;
     }
@@ -291,5 +307,6 @@ int main(int argc, char** argv) {
   if (mode == "matrix") return hmc::RunMatrix(**comm, large);
   if (mode == "mismatch") return hmc::RunMismatch(**comm);
   if (mode == "endless") return hmc::RunEndless(**comm, expect_failed);
+  if (mode == "streams") return hmc::PrintStreams(**comm, expect_local);
   return 1;
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -48,12 +49,28 @@ class WanemUp : public testing::Test {
       GTEST_SKIP() << "needs root and /dev/net/tun";
     }
     prefix_ = absl::StrCat("hw", getpid() % 100000);
+  }
+  void Up(const std::string& topology) {
     const std::string output = testing::TempDir() + "/up.out";
-    ASSERT_EQ(RunWanem({"up", HMC_SOURCE_DIR "/perf/topologies/us-eu.topo", "--prefix=" + prefix_},
-                       output),
-              0)
-        << ReadFile(output);
+    ASSERT_EQ(RunWanem({"up", topology, "--prefix=" + prefix_}, output), 0) << ReadFile(output);
     up_ = true;
+  }
+  // Starts COMMAND on an emulated host with the group's token.
+  void Exec(const std::string& host, std::vector<std::string> command,
+            const std::string& output = "") {
+    std::vector<std::string> argv = {
+        HMC_WANEM_PATH, "exec", host, "--prefix=" + prefix_, "--", "env", "HMC_TOKEN=" + token_};
+    argv.insert(argv.end(), command.begin(), command.end());
+    auto p = Process::Spawn(argv, {}, output);
+    ASSERT_TRUE(p.ok()) << p.status();
+    processes_.push_back(std::move(*p));
+  }
+  void ExpectEveryProcessSucceeds() {
+    for (size_t i = 0; i < processes_.size(); ++i) {
+      auto code = processes_[i].Wait(absl::Now() + absl::Seconds(120));
+      ASSERT_TRUE(code.ok()) << "process " << i << " did not finish";
+      EXPECT_EQ(*code, 0) << "process " << i;
+    }
   }
   void TearDown() override {
     if (!up_) return;
@@ -68,30 +85,19 @@ class WanemUp : public testing::Test {
 
   std::string prefix_;
   bool up_ = false;
+  const std::string token_ = RandomToken();
+  std::vector<Process> processes_;
 };
 
 TEST_F(WanemUp, RanksOnEmulatedHostsAllReduceAcrossTheEmulatedWan) {
-  const std::string token = RandomToken();
+  Up(HMC_SOURCE_DIR "/perf/topologies/us-eu.topo");
   const std::vector<std::string> hosts = {"us-0", "us-1", "eu-0", "eu-1"};
-  std::vector<Process> processes;
-  auto exec = [&](const std::string& host, std::vector<std::string> command) {
-    std::vector<std::string> argv = {
-        HMC_WANEM_PATH, "exec", host, "--prefix=" + prefix_, "--", "env", "HMC_TOKEN=" + token};
-    argv.insert(argv.end(), command.begin(), command.end());
-    auto p = Process::Spawn(argv, {});
-    ASSERT_TRUE(p.ok()) << p.status();
-    processes.push_back(std::move(*p));
-  };
-  exec("us-0", {HMC_COORDINATOR_PATH, "--bind=10.201.0.1:29400", "--world_size=4"});
+  Exec("us-0", {HMC_COORDINATOR_PATH, "--bind=10.201.0.1:29400", "--world_size=4"});
   for (size_t r = 0; r < hosts.size(); ++r) {
-    exec(hosts[r], {"HMC_COORDINATOR=10.201.0.1:29400", absl::StrCat("HMC_RANK=", r),
+    Exec(hosts[r], {"HMC_COORDINATOR=10.201.0.1:29400", absl::StrCat("HMC_RANK=", r),
                     "HMC_ZONE=" + hosts[r].substr(0, 2), HMC_HELLO_PATH, "--count=200003"});
   }
-  for (size_t i = 0; i < processes.size(); ++i) {
-    auto code = processes[i].Wait(absl::Now() + absl::Seconds(120));
-    ASSERT_TRUE(code.ok()) << "process " << i << " did not finish";
-    EXPECT_EQ(*code, 0) << "process " << i;
-  }
+  ExpectEveryProcessSucceeds();
   // The emulator counts the packets of every host pair (written once a second): the ranks in
   // the US and in the EU exchanged data through it.
   const std::string counters = "/run/hmc-wanem/" + prefix_ + "/counters";
@@ -109,6 +115,49 @@ TEST_F(WanemUp, RanksOnEmulatedHostsAllReduceAcrossTheEmulatedWan) {
     }
   }
   EXPECT_GT(us_to_eu, 200003u * 4 / 2) << ReadFile(counters);
+}
+
+// Three sites whose paths cap a single TCP flow at 1/8 of their capacity: the probe at creation
+// must see one stream reach the cap and all of them fill the path, and choose about eight
+// streams. (Three, so that each ring link's reverse direction carries only acknowledgements.)
+TEST_F(WanemUp, StreamProbeFindsThePerFlowCap) {
+  const std::string topology = testing::TempDir() + "/capped.topo";
+  std::ofstream out(topology);
+  for (const char* site : {"a", "b", "c"}) {
+    out << "region " << site << "\nhost " << site << "-0 region=" << site << "\npath " << site
+        << " " << site << " rtt=0.2ms capacity=10Gbit\n";
+  }
+  for (const char* pair : {"a b", "b c", "a c"}) {
+    out << "path " << pair << " rtt=20ms capacity=80Mbit flow=10Mbit\n";
+  }
+  out.close();
+  Up(topology);
+  Exec("a-0", {HMC_COORDINATOR_PATH, "--bind=10.201.0.1:29400", "--world_size=3"});
+  std::vector<std::string> outputs;
+  for (int r = 0; r < 3; ++r) {
+    outputs.push_back(testing::TempDir() + absl::StrCat("/streams", r, ".out"));
+    Exec(std::string(1, static_cast<char>('a' + r)) + "-0",
+         {"HMC_COORDINATOR=10.201.0.1:29400", absl::StrCat("HMC_RANK=", r), HMC_TEST_RANK_PATH,
+          "streams"},
+         outputs.back());
+  }
+  ExpectEveryProcessSucceeds();
+  for (const std::string& output : outputs) {
+    const std::string text = ReadFile(output);
+    int streams = 0, probed = 0, link = 0;
+    double one = 0, all = 0;
+    ASSERT_EQ(std::sscanf(text.c_str(), "streams %d probed %d one %lf all %lf link %d", &streams,
+                          &probed, &one, &all, &link),
+              5)
+        << text;
+    EXPECT_EQ(probed, 1) << text;
+    EXPECT_GT(one, 6.0) << text;  // One flow: its cap, 10 Mbit/s.
+    EXPECT_LT(one, 11.0) << text;
+    EXPECT_GT(all, 55.0) << text;  // Every flow: the path, 80 Mbit/s.
+    EXPECT_LT(all, 88.0) << text;
+    EXPECT_GE(streams, 5) << text;
+    EXPECT_LE(streams, 10) << text;
+  }
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -68,7 +69,11 @@ struct TcpChannel::Stream {
 
 TcpChannel::TcpChannel(int peer_rank, std::string description, const TcpLimits& limits,
                        TcpLoop* loop)
-    : peer_rank_(peer_rank), description_(std::move(description)), limits_(limits), loop_(loop) {
+    : peer_rank_(peer_rank),
+      description_(std::move(description)),
+      limits_(limits),
+      loop_(loop),
+      active_streams_(limits.streams) {
   for (int i = 0; i < limits.streams; ++i) {
     auto s = std::make_unique<Stream>();
     s->index = i;
@@ -78,6 +83,10 @@ TcpChannel::TcpChannel(int peer_rank, std::string description, const TcpLimits& 
 }
 
 TcpChannel::~TcpChannel() = default;
+
+void TcpChannel::SetActiveStreams(int streams) {
+  active_streams_.store(std::clamp(streams, 1, limits_.streams), std::memory_order_relaxed);
+}
 
 absl::Status TcpChannel::Error(absl::string_view what) const {
   return absl::UnavailableError(absl::StrFormat("%s: %s", description_, what));
@@ -143,7 +152,7 @@ absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
   }
   if (failed_) return status();
   s.fd = std::move(fd);
-  local_streams_ += local ? 1 : 0;
+  if (local) local_streams_.fetch_add(1);
   s.interest = EPOLLIN;
   loop_->Watch(s.fd.get(), &s.target, s.interest);
   ++attached_;
@@ -156,7 +165,7 @@ void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, Reque
     request->Complete(failed_ ? status() : Error("channel is shutting down"));
     return;
   }
-  const bool all_local = local_streams_ == static_cast<int>(streams_.size());
+  const bool all_local = local();
   if (all_local && !pull_refused_ && !peer_closed_ && limits_.pull_min_bytes > 0 &&
       bytes >= limits_.pull_min_bytes) {
     auto op = std::make_shared<SendOp>();
@@ -170,15 +179,15 @@ void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, Reque
 
 void TcpChannel::SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes,
                               RequestPtr request) {
-  const uint16_t stripes =
-      StripeCount(bytes, static_cast<int>(streams_.size()), limits_.stripe_min_bytes);
+  const int active = active_streams_.load(std::memory_order_relaxed);
+  const uint16_t stripes = StripeCount(bytes, active, limits_.stripe_min_bytes);
   auto op = std::make_shared<SendOp>();
   op->request = std::move(request);
   op->stripes_left = stripes;
   for (uint16_t k = 0; k < stripes; ++k) {
     const StripeRange range = StripeOf(bytes, stripes, k);
     // A single-stripe message goes to the streams in turn, so small messages spread too.
-    Stream& s = stripes == 1 ? *streams_[next_single_stream_++ % streams_.size()] : *streams_[k];
+    Stream& s = stripes == 1 ? *streams_[next_single_stream_++ % active] : *streams_[k];
     OutFrame frame;
     FrameHeader header;
     header.type = FrameType::kData;

@@ -44,6 +44,10 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   void Close(const absl::Status& why) override;
   absl::Status status() const override;
   LinkStats stats() const override;
+  int connections() const override { return limits_.streams; }
+  int active_streams() const override { return active_streams_.load(std::memory_order_relaxed); }
+  void SetActiveStreams(int streams) override;
+  bool local() const override { return local_streams_.load() == limits_.streams; }
 
   // Progress thread only.
   // `local`: a Unix domain socket to a peer on this host.
@@ -104,8 +108,9 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   };
   std::map<uint64_t, PullSend> pull_sends_;
   std::map<uint64_t, std::pair<uint64_t, std::vector<uint8_t>>>
-      pull_offers_;  // tag -> (bytes, description)
-  int local_streams_ = 0;
+      pull_offers_;                    // tag -> (bytes, description)
+  std::atomic<int> local_streams_{0};  // Written by the progress thread only.
+  std::atomic<int> active_streams_;
   bool pull_refused_ = false;  // The peer could not read this process's memory once.
   int peer_verified_ = 0;      // 1: the peer's pid is the process it claims; -1: it is not.
   bool failed_ = false;

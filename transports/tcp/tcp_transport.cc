@@ -5,8 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
@@ -441,18 +444,32 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
     }
     UpdateConnected();
   });
-  // The higher rank of each pair connects: one thread per lower peer, its streams in turn.
-  std::vector<std::thread> connectors;
+  // The higher rank of each pair connects. Every (peer, stream) connection is a task, run by a
+  // bounded set of threads at once: over a 100 ms path each connection costs several round trips
+  // (TCP, challenge, hello, accept), so connecting one after another would take seconds.
+  std::vector<std::pair<const PeerAddress*, int>> tasks;
+  for (const PeerAddress& p : peers) {
+    for (int s = 0; p.rank < rank && s < config_.limits.streams; ++s) tasks.emplace_back(&p, s);
+  }
+  std::atomic<size_t> next_task{0};
   Mutex errors_mu;
   std::vector<std::string> errors;
-  for (const PeerAddress& p : peers) {
-    if (p.rank >= rank) continue;
-    connectors.emplace_back([&, p] {
-      for (int s = 0; s < config_.limits.streams; ++s) {
-        if (absl::Status st = ConnectStream(p, rank, s, deadline); !st.ok()) {
+  std::set<int> failed_peers;
+  std::vector<std::thread> connectors;
+  constexpr size_t kMaxConnectors = 32;
+  for (size_t t = 0; t < std::min(tasks.size(), kMaxConnectors); ++t) {
+    connectors.emplace_back([&] {
+      for (size_t i; (i = next_task.fetch_add(1)) < tasks.size();) {
+        const auto [p, stream] = tasks[i];
+        {
           MutexLock lock(&errors_mu);
-          errors.push_back(absl::StrFormat("%s: %s", p.description, st.message()));
-          return;
+          if (failed_peers.contains(p->rank)) continue;  // One error per peer is enough.
+        }
+        if (absl::Status st = ConnectStream(*p, rank, stream, deadline); !st.ok()) {
+          MutexLock lock(&errors_mu);
+          if (failed_peers.insert(p->rank).second) {
+            errors.push_back(absl::StrFormat("%s: %s", p->description, st.message()));
+          }
         }
       }
     });

@@ -1,0 +1,146 @@
+#include "collectives/stream_probe.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "collectives/communicator.h"
+
+namespace hmc {
+namespace {
+
+constexpr size_t kChunkBytes = 256 << 10;  // Below stripe_min_bytes: each chunk takes one stream.
+// Sends waiting in this process per stream. The kernel's socket buffers carry the bandwidth-delay
+// product; more here would only lengthen the drain after the window closes.
+constexpr size_t kChunksPerStream = 2;
+constexpr int kPings = 5;
+constexpr double kSlowStartShare = 0.4;
+
+}  // namespace
+
+int StreamsToReach(double one_mbit, double all_mbit, int max_streams) {
+  if (one_mbit <= 0) return max_streams;
+  const int wanted = static_cast<int>(std::ceil(0.9 * all_mbit / one_mbit - 1e-9));
+  return std::clamp(wanted, 1, max_streams);
+}
+
+void RateMeter::Arrived(absl::Time when, uint64_t bytes) { arrivals_.emplace_back(when, bytes); }
+
+double RateMeter::Mbit() const {
+  if (arrivals_.empty()) return 0;
+  const absl::Time first = arrivals_.front().first;
+  const absl::Time end = arrivals_.back().first;
+  if (end <= first) {  // One arrival: all there is, over the whole window.
+    return arrivals_.front().second * 8 / std::max(1e-9, absl::ToDoubleSeconds(end - start_)) / 1e6;
+  }
+  // The bytes that arrived after the cut, over the time since the last arrival before it.
+  const absl::Time cut = first + (end - first) * kSlowStartShare;
+  absl::Time from = first;
+  uint64_t bytes = 0;
+  for (const auto& [when, n] : arrivals_) {
+    if (when <= cut) {
+      from = when;
+    } else {
+      bytes += n;
+    }
+  }
+  return bytes * 8 / absl::ToDoubleSeconds(end - from) / 1e6;
+}
+
+absl::Status Communicator::ProbeStreams() {
+  const int n = size();
+  const int next = (rank_ + 1) % n;
+  const int prev = (rank_ + n - 1) % n;
+  Channel& out = *channels_[next];
+  Channel& in = *channels_[prev];
+  const int max_streams = out.connections();
+  auto wait = [](const std::shared_ptr<Work>& w) { return w->Wait(); };
+
+  // Every rank pings its successor while answering its predecessor; the slowest round sets how
+  // long each measurement runs: long enough to leave slow start behind on the longest link.
+  int64_t ping = 0;
+  absl::Duration slowest_round;
+  for (int i = 0; i < kPings; ++i) {
+    const absl::Time start = absl::Now();
+    auto sent = Send(Buffer{&ping, 1, DType::kI64}, next);
+    if (absl::Status s = wait(Recv(Buffer{&ping, 1, DType::kI64}, prev)); !s.ok()) return s;
+    if (absl::Status s = wait(Send(Buffer{&ping, 1, DType::kI64}, prev)); !s.ok()) return s;
+    if (absl::Status s = wait(Recv(Buffer{&ping, 1, DType::kI64}, next)); !s.ok()) return s;
+    if (absl::Status s = wait(sent); !s.ok()) return s;
+    slowest_round = std::max(slowest_round, absl::Now() - start);
+  }
+  double window_s = std::clamp(absl::ToDoubleSeconds(slowest_round) * 20, 0.1, 2.0);
+  const Buffer window_buffer{&window_s, 1, DType::kF64};
+  if (absl::Status s = AllReduce(window_buffer, window_buffer, ReduceOp::kMax)->Wait(); !s.ok()) {
+    return s;
+  }
+  const absl::Duration window = absl::Seconds(window_s);
+
+  std::vector<uint8_t> chunk(kChunkBytes, 0), last(kChunkBytes, 0), received(kChunkBytes);
+  last[0] = 1;
+  // One measurement: this rank streams chunks to its successor for `window` while it receives
+  // from its predecessor, and returns the incoming rate.
+  auto measure = [&](int streams) -> absl::StatusOr<double> {
+    if (!out.local()) out.SetActiveStreams(streams);
+    absl::Status send_status;
+    std::thread sender([&] {
+      if (out.local()) return;
+      const absl::Time stop = absl::Now() + window;
+      std::vector<std::shared_ptr<Work>> in_flight;
+      while (absl::Now() < stop && send_status.ok()) {
+        if (in_flight.size() >= kChunksPerStream * streams) {
+          send_status = wait(in_flight.front());
+          in_flight.erase(in_flight.begin());
+        }
+        in_flight.push_back(Send(Buffer{chunk.data(), chunk.size(), DType::kU8}, next));
+      }
+      in_flight.push_back(Send(Buffer{last.data(), last.size(), DType::kU8}, next));
+      for (auto& w : in_flight) {
+        if (absl::Status s = wait(w); send_status.ok()) send_status = s;
+      }
+    });
+    RateMeter meter(absl::Now());
+    absl::Status receive_status;
+    for (bool done = in.local(); !done;) {
+      receive_status = wait(Recv(Buffer{received.data(), received.size(), DType::kU8}, prev));
+      if (!receive_status.ok()) break;
+      meter.Arrived(absl::Now(), received.size());
+      done = received[0] == 1;
+    }
+    sender.join();
+    if (!receive_status.ok()) return receive_status;
+    if (!send_status.ok()) return send_status;
+    return meter.Mbit();
+  };
+
+  absl::StatusOr<double> one = measure(1);
+  if (!one.ok()) return one.status();
+  absl::StatusOr<double> all = measure(max_streams);
+  if (!all.ok()) return all.status();
+  StreamChoice choice;
+  choice.window = window;
+  choice.connections = max_streams;
+  int64_t wanted = 0;  // Stays 0 where the incoming link is local.
+  if (!in.local()) {
+    choice.one_stream_mbit = *one;
+    choice.all_streams_mbit = *all;
+    choice.link_choice = StreamsToReach(*one, *all, max_streams);
+    wanted = choice.link_choice;
+  }
+  const Buffer wanted_buffer{&wanted, 1, DType::kI64};
+  if (absl::Status s = AllReduce(wanted_buffer, wanted_buffer, ReduceOp::kMax)->Wait(); !s.ok()) {
+    return s;
+  }
+  choice.probed = wanted > 0;
+  choice.streams = wanted > 0 ? static_cast<int>(wanted) : std::min(kLocalStreams, max_streams);
+  for (auto& channel : channels_) {
+    if (channel != nullptr) channel->SetActiveStreams(choice.streams);
+  }
+  stream_choice_ = choice;
+  return absl::OkStatus();
+}
+
+}  // namespace hmc

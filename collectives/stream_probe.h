@@ -1,0 +1,52 @@
+#ifndef HMC_COLLECTIVES_STREAM_PROBE_H_
+#define HMC_COLLECTIVES_STREAM_PROBE_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+
+namespace hmc {
+
+// How many of its parallel connections per peer a communicator spreads sends over, and what the
+// probe at creation measured to choose it (HMC_STREAMS=0). On a wide-area path one TCP stream is
+// capped by its window over the round trip (the reference measurement: 211 Mbit/s on a path that
+// carries 6 Gbit/s with 40 streams); on a LAN or through a loaded host more streams only add
+// overhead. So each rank measures its incoming ring link as the ring uses it, every link at once,
+// first through one stream and then through all of them, and asks for enough streams to reach
+// 90% of what all of them carried: ceil(0.9 · all / one). The group uses the largest choice.
+struct StreamChoice {
+  int streams = 1;      // Connections each send spreads over, on every link.
+  bool probed = false;  // False where streams was set, or no link leaves the host.
+  // This rank's incoming ring link (from rank - 1), when it was probed.
+  double one_stream_mbit = 0;
+  double all_streams_mbit = 0;  // Through every connection (max_streams).
+  int connections = 0;
+  int link_choice = 0;
+  absl::Duration window;  // Time each measurement sent for.
+};
+
+// Streams used where no link of the ring leaves the host: local peers pull large messages in one
+// copy, so streams only carry small ones.
+inline constexpr int kLocalStreams = 4;
+
+// The streams a link needs to carry 90% of `all_mbit` when one stream carried `one_mbit`.
+int StreamsToReach(double one_mbit, double all_mbit, int max_streams);
+
+// Bytes received over time, as the probe's receiver sees them. The rate leaves out the first 40%
+// of the time between the first and the last arrival, which TCP spends in slow start.
+class RateMeter {
+ public:
+  explicit RateMeter(absl::Time start) : start_(start) {}
+  void Arrived(absl::Time when, uint64_t bytes);
+  double Mbit() const;
+
+ private:
+  absl::Time start_;
+  std::vector<std::pair<absl::Time, uint64_t>> arrivals_;
+};
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_STREAM_PROBE_H_

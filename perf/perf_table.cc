@@ -1,0 +1,59 @@
+#include "perf/perf_table.h"
+
+#include <algorithm>
+
+#include "absl/strings/numbers.h"
+
+namespace hmc::perf {
+
+bool ParseSize(const std::string& text, uint64_t* out) {
+  uint64_t multiplier = 1;
+  std::string digits = text;
+  if (!digits.empty()) {
+    switch (digits.back()) {
+      case 'K':
+      case 'k':
+        multiplier = 1ull << 10;
+        break;
+      case 'M':
+      case 'm':
+        multiplier = 1ull << 20;
+        break;
+      case 'G':
+      case 'g':
+        multiplier = 1ull << 30;
+        break;
+      default:
+        break;
+    }
+    if (multiplier != 1) digits.pop_back();
+  }
+  uint64_t value;
+  if (!absl::SimpleAtoi(digits, &value)) return false;
+  *out = value * multiplier;
+  return true;
+}
+
+void PrintTableHeader(FILE* out) {
+  std::fprintf(out, "#%12s %12s %8s %6s %12s %10s %10s %8s\n", "size", "count", "type", "redop",
+               "time(us)", "algbw", "busbw", "#wrong");
+  std::fprintf(out, "#%12s %12s %8s %6s %12s %10s %10s %8s\n", "(B)", "(elements)", "", "", "",
+               "(GB/s)", "(GB/s)", "");
+  std::fflush(out);
+}
+
+void PrintTableRow(FILE* out, const TableRow& row) {
+  std::fprintf(out, " %12llu %12llu %8s %6s %12.1f %10.3f %10.3f %8lld\n",
+               static_cast<unsigned long long>(row.bytes),
+               static_cast<unsigned long long>(row.count), row.dtype.c_str(), row.redop.c_str(),
+               row.time_us, row.algbw_gbps, row.busbw_gbps, row.wrong);
+  std::fflush(out);
+}
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
+}  // namespace hmc::perf

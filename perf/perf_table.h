@@ -1,0 +1,39 @@
+#ifndef HMC_PERF_PERF_TABLE_H_
+#define HMC_PERF_PERF_TABLE_H_
+
+// The nccl-tests style table that hmc-perf and every baseline in perf/compare print, so that one
+// parser (perf/compare/report.py) reads them all, and the size arguments they share.
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace hmc::perf {
+
+// "64", "64K", "64M", "1G" (binary multiples) to bytes; false on anything else.
+bool ParseSize(const std::string& text, uint64_t* out);
+
+// The two column-title lines, after a caller-written "# <system> <collective>: ..." line.
+void PrintTableHeader(FILE* out);
+
+struct TableRow {
+  uint64_t bytes = 0;
+  uint64_t count = 0;
+  std::string dtype;
+  std::string redop;
+  double time_us = 0;
+  double algbw_gbps = 0;
+  double busbw_gbps = 0;
+  long long wrong = 0;  // -1: not checked.
+};
+void PrintTableRow(FILE* out, const TableRow& row);
+
+// The median of timings (sorts them); 0 for none.
+double Median(std::vector<double> values);
+
+// All-reduce bus bandwidth factor, 2(n-1)/n, as nccl-tests defines it.
+inline double AllReduceBusFactor(int ranks) { return 2.0 * (ranks - 1) / ranks; }
+
+}  // namespace hmc::perf
+
+#endif  // HMC_PERF_PERF_TABLE_H_

@@ -1,0 +1,37 @@
+// The stream probe's arithmetic: how many streams a measured link needs, and the receive rate
+// with TCP's slow start left out.
+#include "collectives/stream_probe.h"
+
+#include <gtest/gtest.h>
+
+namespace hmc {
+namespace {
+
+TEST(StreamsToReach, AsksForEnoughStreamsToCarryNinetyPercent) {
+  EXPECT_EQ(StreamsToReach(10, 80, 32), 8);    // Per-flow cap 10 on an 80 path: 72 / 10.
+  EXPECT_EQ(StreamsToReach(21, 671, 32), 29);  // 603.9 / 21 = 28.8.
+  EXPECT_EQ(StreamsToReach(500, 520, 32), 1);  // One stream already fills the link.
+  EXPECT_EQ(StreamsToReach(10, 900, 16), 16);  // Never more than there are.
+  EXPECT_EQ(StreamsToReach(0, 10, 16), 16);    // Nothing came through one stream.
+}
+
+TEST(RateMeter, LeavesSlowStartOut) {
+  const absl::Time start = absl::FromUnixSeconds(1000);
+  RateMeter meter(start);
+  // Slow start: 1 MB in the first second; then 1 MB every 100 ms (80 Mbit/s) for a second.
+  meter.Arrived(start + absl::Seconds(1), 1000000);
+  for (int i = 1; i <= 10; ++i)
+    meter.Arrived(start + absl::Seconds(1) + absl::Milliseconds(100 * i), 1000000);
+  EXPECT_NEAR(meter.Mbit(), 80.0, 0.5);
+}
+
+TEST(RateMeter, FallsBackToTheWholeWindowWithFewArrivals) {
+  const absl::Time start = absl::FromUnixSeconds(1000);
+  RateMeter meter(start);
+  meter.Arrived(start + absl::Seconds(2), 1000000);  // One arrival: 8 Mbit over 2 s.
+  EXPECT_NEAR(meter.Mbit(), 4.0, 1e-9);
+  EXPECT_EQ(RateMeter(start).Mbit(), 0);
+}
+
+}  // namespace
+}  // namespace hmc
