@@ -34,6 +34,20 @@ bool ParseSize(const std::string& text, uint64_t* out) {
   return true;
 }
 
+bool ParseSweepFlag(const std::string& flag, const std::string& value, Sweep* sweep) {
+  if (flag == "-b") return ParseSize(value, &sweep->min_bytes) && sweep->min_bytes >= 4;
+  if (flag == "-e") return ParseSize(value, &sweep->max_bytes);
+  if (flag == "-f") return absl::SimpleAtod(value, &sweep->factor) && sweep->factor > 1;
+  if (flag == "-i") return absl::SimpleAtoi(value, &sweep->iterations) && sweep->iterations > 0;
+  if (flag == "-w") return absl::SimpleAtoi(value, &sweep->warmup) && sweep->warmup >= 0;
+  if (flag == "-k") return absl::SimpleAtob(value, &sweep->check);
+  return false;
+}
+
+uint64_t NextSize(uint64_t bytes, double factor) {
+  return std::max<uint64_t>(bytes + 1, static_cast<uint64_t>(bytes * factor));
+}
+
 void PrintTableHeader(FILE* out) {
   std::fprintf(out, "#%12s %12s %8s %6s %12s %10s %10s %8s\n", "size", "count", "type", "redop",
                "time(us)", "algbw", "busbw", "#wrong");

@@ -13,6 +13,21 @@ namespace hmc::perf {
 // "64", "64K", "64M", "1G" (binary multiples) to bytes; false on anything else.
 bool ParseSize(const std::string& text, uint64_t* out);
 
+// The size sweep and repetitions every baseline program takes: -b MIN -e MAX -f FACTOR -i ITERS
+// -w WARMUP -k CHECK, as hmc-perf does.
+struct Sweep {
+  uint64_t min_bytes = 1 << 20;
+  uint64_t max_bytes = 64 << 20;
+  double factor = 2;
+  int iterations = 10;
+  int warmup = 3;
+  bool check = true;  // A final run per size compared with the reference (#wrong; else -1).
+};
+// Applies one flag of the sweep; false if the flag is not one of them or its value is bad.
+bool ParseSweepFlag(const std::string& flag, const std::string& value, Sweep* sweep);
+// The next size of the sweep (at least one byte more).
+uint64_t NextSize(uint64_t bytes, double factor);
+
 // The two column-title lines, after a caller-written "# <system> <collective>: ..." line.
 void PrintTableHeader(FILE* out);
 

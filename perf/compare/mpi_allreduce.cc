@@ -13,38 +13,23 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "collectives/check_pattern.h"
 #include "perf/perf_table.h"
 
 namespace {
 
-struct Args {
-  uint64_t min_bytes = 1 << 20;
-  uint64_t max_bytes = 64 << 20;
-  double factor = 2;
-  int iterations = 10;
-  int warmup = 3;
-};
-
-bool ParseArgs(int argc, char** argv, Args* a) {
+bool ParseArgs(int argc, char** argv, hmc::perf::Sweep* sweep) {
   for (int i = 1; i < argc; i += 2) {
-    if (i + 1 >= argc) return false;
-    const std::string flag = argv[i], value = argv[i + 1];
-    bool ok = false;
-    if (flag == "-b") ok = hmc::perf::ParseSize(value, &a->min_bytes);
-    if (flag == "-e") ok = hmc::perf::ParseSize(value, &a->max_bytes);
-    if (flag == "-f") ok = absl::SimpleAtod(value, &a->factor) && a->factor > 1;
-    if (flag == "-i") ok = absl::SimpleAtoi(value, &a->iterations) && a->iterations > 0;
-    if (flag == "-w") ok = absl::SimpleAtoi(value, &a->warmup) && a->warmup >= 0;
-    if (!ok) return false;
+    if (i + 1 >= argc || !hmc::perf::ParseSweepFlag(argv[i], argv[i + 1], sweep)) return false;
   }
-  return a->min_bytes >= sizeof(float) && a->min_bytes <= a->max_bytes;
+  return sweep->min_bytes <= sweep->max_bytes;
 }
 
-// Runs and times one size; returns the number of wrong elements of the checked run on this rank.
-long long RunSize(int rank, int size, const Args& a, uint64_t bytes, std::vector<float>& data) {
+// Runs and times one size; returns the number of wrong elements of the checked run (all ranks),
+// or -1 without a check.
+long long RunSize(int rank, int size, const hmc::perf::Sweep& a, uint64_t bytes,
+                  std::vector<float>& data) {
   const int count = static_cast<int>(bytes / sizeof(float));
   std::vector<double> times;
   for (int it = 0; it < a.warmup + a.iterations; ++it) {
@@ -53,14 +38,17 @@ long long RunSize(int rank, int size, const Args& a, uint64_t bytes, std::vector
     MPI_Allreduce(MPI_IN_PLACE, data.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     if (it >= a.warmup) times.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
   }
-  hmc::FillPattern(data.data(), count, hmc::DType::kF32, rank, hmc::ReduceOp::kSum);
-  MPI_Barrier(MPI_COMM_WORLD);
-  MPI_Allreduce(MPI_IN_PLACE, data.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-  long long wrong = static_cast<long long>(
-      hmc::CountMismatches(data.data(), count, hmc::DType::kF32, [&](size_t i) {
-        return hmc::ReferenceReduction(size, i, hmc::DType::kF32, hmc::ReduceOp::kSum);
-      }));
-  MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  long long wrong = -1;
+  if (a.check) {
+    hmc::FillPattern(data.data(), count, hmc::DType::kF32, rank, hmc::ReduceOp::kSum);
+    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, data.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    wrong = static_cast<long long>(
+        hmc::CountMismatches(data.data(), count, hmc::DType::kF32, [&](size_t i) {
+          return hmc::ReferenceReduction(size, i, hmc::DType::kF32, hmc::ReduceOp::kSum);
+        }));
+    MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+  }
   if (rank == 0) {
     const double us = hmc::perf::Median(times);
     const double algbw = count * sizeof(float) / us / 1e3;
@@ -78,12 +66,12 @@ int main(int argc, char** argv) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  Args a;
+  hmc::perf::Sweep a;
   if (!ParseArgs(argc, argv, &a)) {
     if (rank == 0) {
       std::fprintf(stderr,
                    "usage: hmc-mpi-allreduce [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-i ITERS] "
-                   "[-w WARMUP]\n");
+                   "[-w WARMUP] [-k 0|1]\n");
     }
     MPI_Finalize();
     return 2;
@@ -95,8 +83,8 @@ int main(int argc, char** argv) {
   std::vector<float> data(a.max_bytes / sizeof(float));
   long long wrong = 0;
   for (uint64_t bytes = a.min_bytes; bytes <= a.max_bytes;
-       bytes = std::max<uint64_t>(bytes + 1, static_cast<uint64_t>(bytes * a.factor))) {
-    wrong += RunSize(rank, size, a, bytes, data);
+       bytes = hmc::perf::NextSize(bytes, a.factor)) {
+    wrong += std::max(0LL, RunSize(rank, size, a, bytes, data));
   }
   MPI_Finalize();
   return wrong == 0 ? 0 : 3;
