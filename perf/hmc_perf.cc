@@ -24,6 +24,7 @@
 #include "collectives/communicator.h"
 #include "launcher/local_group.h"
 #include "launcher/process.h"
+#include "perf/codec_bench.h"
 #include "perf/perf_table.h"
 
 namespace hmc {
@@ -41,8 +42,9 @@ struct PerfArgs {
   int warmup = 3;
   bool check = true;
   int root = 0;
-  std::string json_path;  // -J: also append one JSON object per row to this file.
-  bool probe = false;     // --probe: the RTT and bandwidth matrix instead of collectives.
+  std::string json_path;     // -J: also append one JSON object per row to this file.
+  bool probe = false;        // --probe: the RTT and bandwidth matrix instead of collectives.
+  bool codec_bench = false;  // --codec-bench: codec speed and error on this core, no group.
   std::vector<std::string> forwarded;  // Re-passed to the ranks in -n mode.
 };
 
@@ -52,7 +54,8 @@ void Usage() {
                "                [-c allreduce,reduce_scatter,allgather,broadcast,sendrecv|all]\n"
                "                [-d float|half|bfloat16|double|int32|int64|uint8]\n"
                "                [-o sum|avg|min|max|prod] [-r ROOT] [-i ITERS] [-w WARMUP]\n"
-               "                [-k 0|1 (check)] [-J JSONL_FILE] [--probe] [--help-options]\n"
+               "                [-k 0|1 (check)] [-J JSONL_FILE] [--probe] [--codec-bench]\n"
+               "                [--help-options]\n"
                "                [--OPTION=VALUE ...]\n");
 }
 
@@ -335,6 +338,10 @@ int main(int argc, char** argv) {
       std::printf("%s", hmc::Options::DescribeAll().c_str());
       return 0;
     }
+    if (flag == "--codec-bench") {
+      a.codec_bench = true;
+      continue;
+    }
     if (flag == "--probe") {
       a.probe = true;
       a.forwarded.push_back(flag);
@@ -399,6 +406,7 @@ int main(int argc, char** argv) {
     a.forwarded.push_back(flag);
     a.forwarded.push_back(value);
   }
+  if (a.codec_bench) return hmc::perf::RunCodecBench(a.max_bytes, a.iterations);
   if (a.np > 0 && options->coordinator.empty()) {
     hmc::LocalGroupSpec spec;
     spec.argv = {hmc::SelfExecutable(argv[0])};

@@ -75,6 +75,9 @@ def plot(topology, cells, meta, path):
             ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
                     linewidth=2.5 if system == "hmc" else 1.2, label=LABELS[system])
     ax.set_xscale("log", base=2)
+    sizes = sorted({size for (_, size) in cells})
+    ax.set_xticks(sizes, [human_bytes(size) for size in sizes])
+    ax.minorticks_off()
     ax.set_yscale("log")
     ax.set_xlabel("message size (bytes)")
     ax.set_ylabel("bus bandwidth (Gbit/s)")

@@ -13,13 +13,18 @@
 namespace hmc::wanem {
 
 // An emulated network: hosts in regions, and per ordered pair of regions the path between them.
-// Text format (one statement per line, '#' starts a comment):
+// Text format: one statement per line, '#' starts a comment.
 //
-//   scale 0.1                          every rate is multiplied by this (fit a topology to a
-//   machine) queue 2MiB                         backlog each shaping stage holds before it drops
-//   (default 4MiB) region us cloud=gc nic=10Gbit      a region; its hosts' NIC rate (default:
-//   unlimited) host us-0 region=us [nic=1Gbit]    a host; its own NIC rate overrides the region's
+//   scale 0.1
+//       Every rate is multiplied by this (to fit a topology to a machine).
+//   queue 2MiB
+//       Backlog each shaping stage holds before it drops (default 4MiB).
+//   region us cloud=gc nic=10Gbit
+//       A region; its hosts' NIC rate (default: unlimited).
+//   host us-0 region=us [nic=1Gbit]
+//       A host; its own NIC rate overrides the region's.
 //   path us eu rtt=103.2ms capacity=6198Mbit flow=211Mbit [loss=0.1%] [jitter=1ms] [oneway]
+//       The path between two regions, shared by all their hosts; `flow` caps one TCP flow.
 //
 // A path applies in both directions unless `oneway` (then write the other direction too); every
 // pair of regions that hosts talk across, including a region with itself, needs a path. Rates take

@@ -3,8 +3,9 @@
 # has RTT 50 ms, per-flow cap RATE and capacity 4×RATE; measures the RTT with ping and the
 # throughput of one and of eight TCP streams with iperf3 (10 s, the first 3 s omitted), and prints
 # a markdown table of expected against measured. The highest rate where the numbers still hold
-# is the emulator's ceiling on this machine. Needs root.
-#   perf/wanem/validate.sh [RATE_MBIT ...]      (default: 50 100 200 400 800)
+# is the emulator's ceiling on this machine. MTU sets the emulated interfaces' MTU (default
+# 1500; the forwarder's cost is per packet, so 9000 raises the ceiling). Needs root.
+#   [MTU=9000] perf/wanem/validate.sh [RATE_MBIT ...]      (default: 50 100 200 400 800)
 set -eu
 cd "$(dirname "$0")/../.."
 wanem=build/bin/hmc-wanem
@@ -25,7 +26,7 @@ path a a rtt=0.1ms capacity=100Gbit
 path b b rtt=0.1ms capacity=100Gbit
 path a b rtt=50ms capacity=$((rate * 4))Mbit flow=${rate}Mbit
 TOPO
-  $wanem up "$topology" --prefix=$prefix > /dev/null
+  $wanem up "$topology" --prefix=$prefix --mtu="${MTU:-1500}" > /dev/null
   x="$wanem exec --prefix=$prefix"
   rtt=$($x a-0 -- ping -q -c 10 -i 0.2 10.201.0.2 | awk -F/ '/^rtt/ { print $5 }')
   $x b-0 -- iperf3 -s -D -I "$pidfile" > /dev/null 2>&1
