@@ -1,12 +1,39 @@
 #include "collectives/collective_context.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_format.h"
 
 namespace hmc {
 
+namespace {
+
+int IndexOf(const std::vector<int>& members, int rank) {
+  return static_cast<int>(std::find(members.begin(), members.end(), rank) - members.begin());
+}
+
+}  // namespace
+
+CollectiveContext::CollectiveContext(CollectiveContext& parent, std::vector<int> members,
+                                     uint32_t step_base)
+    : pool_(parent.pool_),
+      rank_(IndexOf(members, parent.rank_)),
+      size_(static_cast<int>(members.size())),
+      channels_(parent.channels_),
+      sequence_(parent.sequence_),
+      name_(parent.name_),
+      deadline_(parent.deadline_),
+      chunk_bytes_(parent.chunk_bytes_),
+      parent_(&parent),
+      members_(std::move(members)),
+      step_base_(step_base) {}
+
 CollectiveContext::Pending CollectiveContext::Send(int peer, Phase phase, uint32_t step,
                                                    uint32_t segment, const void* data,
                                                    size_t bytes) {
+  if (parent_ != nullptr) {
+    return parent_->Send(members_[peer], phase, step + step_base_, segment, data, bytes);
+  }
   bytes_sent_ += bytes;
   Pending p{(*channels_)[peer]->Send(MakeTag(sequence_, phase, step, segment), data, bytes), peer};
   issued_.push_back(p.request);
@@ -15,6 +42,9 @@ CollectiveContext::Pending CollectiveContext::Send(int peer, Phase phase, uint32
 
 CollectiveContext::Pending CollectiveContext::Recv(int peer, Phase phase, uint32_t step,
                                                    uint32_t segment, void* data, size_t bytes) {
+  if (parent_ != nullptr) {
+    return parent_->Recv(members_[peer], phase, step + step_base_, segment, data, bytes);
+  }
   bytes_received_ += bytes;
   Pending p{(*channels_)[peer]->Recv(MakeTag(sequence_, phase, step, segment), data, bytes), peer};
   issued_.push_back(p.request);
@@ -22,6 +52,7 @@ CollectiveContext::Pending CollectiveContext::Recv(int peer, Phase phase, uint32
 }
 
 absl::Status CollectiveContext::Wait(const Pending& pending) {
+  if (parent_ != nullptr) return parent_->Wait(pending);  // `pending.peer` is a global rank.
   absl::Status s = pending.request->Wait(deadline_);
   if (s.ok()) return s;
   const std::string& peer = (*channels_)[pending.peer]->peer_description();
@@ -38,6 +69,7 @@ CollectiveContext::~CollectiveContext() {
 }
 
 uint8_t* CollectiveContext::Scratch(size_t bytes) {
+  if (parent_ != nullptr) return parent_->Scratch(bytes);
   scratch_.push_back(pool_->Acquire(bytes));
   return scratch_.back().memory.get();
 }

@@ -48,6 +48,11 @@ class CollectiveContext {
         name_(std::move(name)),
         deadline_(deadline),
         chunk_bytes_(chunk_bytes) {}
+  // A view of `parent` for running an algorithm over a subgroup: ranks index `members` (global
+  // ranks, this rank among them), and `step_base` is added to every step so that several subgroup
+  // runs within one call never share a tag on a channel. Requests and scratch memory belong to
+  // the parent, which drains them.
+  CollectiveContext(CollectiveContext& parent, std::vector<int> members, uint32_t step_base);
   ~CollectiveContext();
   CollectiveContext(const CollectiveContext&) = delete;
   CollectiveContext& operator=(const CollectiveContext&) = delete;
@@ -92,6 +97,10 @@ class CollectiveContext {
   uint64_t bytes_received_ = 0;
   std::vector<RequestPtr> issued_;
   std::vector<ScratchPool::Block> scratch_;
+  // Set in a subgroup view only.
+  CollectiveContext* const parent_ = nullptr;
+  const std::vector<int> members_;
+  const uint32_t step_base_ = 0;
 };
 
 }  // namespace hmc

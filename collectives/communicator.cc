@@ -2,12 +2,15 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collectives/broadcast.h"
 #include "collectives/halving_doubling.h"
+#include "collectives/hierarchical.h"
 #include "collectives/host_collectives.h"
 #include "core/log.h"
 #include "transports/tcp/tcp_transport.h"
@@ -27,8 +30,26 @@ Communicator::Communicator(int rank, std::vector<std::shared_ptr<Channel>> chann
 }
 
 std::unique_ptr<Communicator> Communicator::CreateFromChannels(
-    int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options) {
-  return std::unique_ptr<Communicator>(new Communicator(rank, std::move(channels), options));
+    int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options,
+    const std::vector<std::string>& zones) {
+  std::unique_ptr<Communicator> comm(new Communicator(rank, std::move(channels), options));
+  comm->peers_.world_size = comm->size();
+  for (int r = 0; r < comm->size(); ++r) {
+    PeerEntry entry;
+    entry.rank = r;
+    entry.zone = zones.empty() ? options.zone : zones[r % zones.size()];
+    comm->peers_.peers.push_back(entry);
+  }
+  return comm;
+}
+
+std::vector<int> Communicator::ZoneIndexes() const {
+  std::map<std::string, int> index;
+  std::vector<int> zone_of;
+  for (const PeerEntry& p : peers_.peers) {
+    zone_of.push_back(index.emplace(p.zone, static_cast<int>(index.size())).first->second);
+  }
+  return zone_of;
 }
 
 namespace {
@@ -239,24 +260,30 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
                                                                           : "ring";
   }
   absl::Status check = CheckBuffers(in, out, in.count, in.count);
-  if (check.ok() && algo != "ring" && algo != "halving_doubling") {
-    check = absl::InvalidArgumentError(absl::StrFormat("unknown all-reduce algorithm '%s'", algo));
+  const std::vector<std::string> algorithms = {"ring", "halving_doubling", "hierarchical"};
+  const auto known = std::find(algorithms.begin(), algorithms.end(), algo);
+  if (check.ok() && known == algorithms.end()) {
+    check = absl::InvalidArgumentError(absl::StrFormat(
+        "unknown all-reduce algorithm '%s' (ring, halving_doubling, hierarchical)", algo));
   }
   CallDescriptor d{CollectiveKind::kAllReduce,
                    in.dtype,
                    op,
-                   static_cast<uint8_t>(algo == "ring" ? 1 : 2),
+                   static_cast<uint8_t>(1 + (known - algorithms.begin())),
                    0,
                    in.count};
-  const bool ring = algo == "ring";
   return Launch(d, check, algo, call, [=, this](CollectiveContext& ctx) {
     if (in.count == 0) return absl::OkStatus();
     if (size() == 1) {
       if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
       return absl::OkStatus();
     }
-    return ring ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)
-                : HalvingDoublingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
+    if (algo == "hierarchical") {
+      return HierarchicalAllReduce(ctx, ZoneIndexes(), in.data, out.data, in.count, in.dtype, op);
+    }
+    return algo == "ring"
+               ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)
+               : HalvingDoublingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
   });
 }
 

@@ -41,9 +41,11 @@ class Communicator {
   // Joins the coordinator named in `options`, connects to every peer over TCP and returns when
   // the group is complete (or with an error naming who is missing at connect_timeout).
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(const Options& options);
-  // A communicator over channels made elsewhere (the inproc transport in tests).
+  // A communicator over channels made elsewhere (the inproc transport in tests); `zones` names
+  // each rank's zone (cycled; empty: everyone in options.zone).
   static std::unique_ptr<Communicator> CreateFromChannels(
-      int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options);
+      int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options,
+      const std::vector<std::string>& zones = {});
   ~Communicator();
 
   int rank() const { return rank_; }
@@ -89,6 +91,8 @@ class Communicator {
                             size_t out_count) const;
   void Abort(const absl::Status& why);
   std::shared_ptr<Work> PointToPoint(const Buffer& buffer, int peer, bool send);
+  // Each rank's zone as a small integer, in order of first appearance.
+  std::vector<int> ZoneIndexes() const;
   // Measures the ring's links and sets every channel's active streams (stream_probe.cc).
   absl::Status ProbeStreams();
 

@@ -48,7 +48,9 @@ const OptionSpec kOptionTable[] = {
      "Largest frame accepted; longer lengths are rejected before any allocation."},
     {"max_unexpected_bytes", &Options::max_unexpected_bytes,
      "Memory for messages that arrive before their receive is posted; beyond it reading pauses."},
-    {"algo", &Options::algo, "All-reduce algorithm: auto, ring or halving_doubling."},
+    {"algo", &Options::algo,
+     "All-reduce algorithm: auto, ring, halving_doubling or hierarchical (zone-aware: inside each "
+     "zone, then across zones in parallel shards)."},
     {"small_message_bytes", &Options::small_message_bytes,
      "auto uses halving-doubling below this size and the pipelined ring from it."},
     {"chunk_bytes", &Options::chunk_bytes, "Pipeline segment size of ring and broadcast."},
@@ -128,9 +130,10 @@ absl::Status Validate(const Options& o) {
   if (o.workers < 1 || o.workers > 64) {
     return absl::InvalidArgumentError(absl::StrFormat("workers=%d: must be 1..64", o.workers));
   }
-  if (o.algo != "auto" && o.algo != "ring" && o.algo != "halving_doubling") {
+  if (o.algo != "auto" && o.algo != "ring" && o.algo != "halving_doubling" &&
+      o.algo != "hierarchical") {
     return absl::InvalidArgumentError(
-        absl::StrFormat("algo=%s: must be auto, ring or halving_doubling", o.algo));
+        absl::StrFormat("algo=%s: must be auto, ring, halving_doubling or hierarchical", o.algo));
   }
   if (o.max_frame_bytes < 4096 || o.max_unexpected_bytes < 0 || o.stripe_min_bytes < 1 ||
       o.socket_buffer_bytes < 0 || o.small_message_bytes < 0 || o.pull_min_bytes < 0) {

@@ -6,6 +6,7 @@
 //                                    call naming the difference, then run a correct one
 //   hmc-test-rank endless            large all-reduces until a failure; exits with kExitNamedPeer
 //                                    if the error names the rank given by --expect_failed=R
+//   hmc-test-rank streams [--expect_local]  prints the stream probe's choice and measurements
 //
 // Exit codes: 0 success, 1 setup error, 3 wrong result, 42/43 for endless (see below).
 #include <cstdio>
@@ -157,7 +158,7 @@ class MatrixRunner {
 int RunMatrix(Communicator& comm, bool large) {
   MatrixRunner run(comm);
   const std::vector<size_t> sizes = {0, 1, 7, 1000003};
-  for (const char* algo : {"ring", "halving_doubling"}) {
+  for (const char* algo : {"ring", "halving_doubling", "hierarchical"}) {
     for (DType dtype : kAllDTypes) {
       for (ReduceOp op : kAllReduceOps) {
         for (size_t count : sizes) {

@@ -15,7 +15,7 @@ namespace {
 
 // Runs body(rank, communicator) on `n` threads, one communicator each.
 void RunGroup(int n, const std::function<void(int, Communicator&)>& body,
-              Options options = Options()) {
+              Options options = Options(), const std::vector<std::string>& zones = {}) {
   auto fabric = std::make_shared<InprocFabric>();
   std::vector<PeerAddress> peers;
   for (int r = 0; r < n; ++r) peers.push_back(PeerAddress{r, "", ""});
@@ -27,7 +27,7 @@ void RunGroup(int n, const std::function<void(int, Communicator&)>& body,
       InprocTransport transport(fabric, r);
       auto channels = transport.ConnectAll(r, peers, absl::InfiniteFuture());
       ASSERT_TRUE(channels.ok());
-      auto comm = Communicator::CreateFromChannels(r, *channels, options);
+      auto comm = Communicator::CreateFromChannels(r, *channels, options, zones);
       body(r, *comm);
     });
   }
@@ -37,47 +37,93 @@ void RunGroup(int n, const std::function<void(int, Communicator&)>& body,
 struct Case {
   int ranks;
   const char* algo;
+  const char* zones = "";  // One letter per rank: its zone.
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.algo << " on " << c.ranks << " ranks"; }
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.algo << " on " << c.ranks << " ranks" << (*c.zones ? " in zones " : "") << c.zones;
+}
 
 class InprocAllReduce : public testing::TestWithParam<Case> {};
 
 TEST_P(InprocAllReduce, MatchesReferenceAndIsBitIdentical) {
   const Case c = GetParam();
-  RunGroup(c.ranks, [&](int rank, Communicator& comm) {
-    for (DType dtype : kAllDTypes) {
-      for (ReduceOp op : kAllReduceOps) {
-        for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1031}, size_t{40009}}) {
-          const size_t es = DTypeSize(dtype);
-          std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
-          FillPattern(in.data(), count, dtype, rank, op);
-          CallOptions call;
-          call.algo = c.algo;
-          absl::Status s = comm.AllReduce(Buffer{in.data(), count, dtype},
-                                          Buffer{out.data(), count, dtype}, op, call)
-                               ->Wait();
-          ASSERT_TRUE(s.ok()) << s;
-          EXPECT_EQ(
-              CountMismatches(out.data(), count, dtype,
-                              [&](size_t i) { return ReferenceReduction(c.ranks, i, dtype, op); }),
-              0u)
-              << c.algo << " " << DTypeName(dtype) << " " << ReduceOpName(op) << " " << count;
+  std::vector<std::string> zones;
+  for (const char* z = c.zones; *z != 0; ++z) zones.emplace_back(1, *z);
+  RunGroup(
+      c.ranks,
+      [&](int rank, Communicator& comm) {
+        for (DType dtype : kAllDTypes) {
+          for (ReduceOp op : kAllReduceOps) {
+            for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1031}, size_t{40009}}) {
+              const size_t es = DTypeSize(dtype);
+              std::vector<uint8_t> in(count * es + 1), out(count * es + 1);
+              FillPattern(in.data(), count, dtype, rank, op);
+              CallOptions call;
+              call.algo = c.algo;
+              absl::Status s = comm.AllReduce(Buffer{in.data(), count, dtype},
+                                              Buffer{out.data(), count, dtype}, op, call)
+                                   ->Wait();
+              ASSERT_TRUE(s.ok()) << s;
+              EXPECT_EQ(CountMismatches(
+                            out.data(), count, dtype,
+                            [&](size_t i) { return ReferenceReduction(c.ranks, i, dtype, op); }),
+                        0u)
+                  << c.algo << " " << DTypeName(dtype) << " " << ReduceOpName(op) << " " << count;
+            }
+          }
         }
-      }
-    }
-  });
+      },
+      Options(), zones);
 }
 
 INSTANTIATE_TEST_SUITE_P(Groups, InprocAllReduce,
                          testing::Values(Case{1, "ring"}, Case{2, "ring"}, Case{3, "ring"},
                                          Case{5, "ring"}, Case{2, "halving_doubling"},
                                          Case{3, "halving_doubling"}, Case{4, "halving_doubling"},
-                                         Case{6, "halving_doubling"}, Case{7, "halving_doubling"}),
+                                         Case{6, "halving_doubling"}, Case{7, "halving_doubling"},
+                                         // Even zones, uneven zones (a zone of one holds every
+                                         // shard), ranks of a zone not adjacent, and one zone.
+                                         Case{4, "hierarchical", "aabb"},
+                                         Case{6, "hierarchical", "aaabbc"},
+                                         Case{5, "hierarchical", "ababa"},
+                                         Case{3, "hierarchical", "aaa"}),
                          [](const testing::TestParamInfo<Case>& info) {
                            return std::string(info.param.algo) + "_" +
-                                  std::to_string(info.param.ranks) + "_ranks";
+                                  std::to_string(info.param.ranks) + "_ranks" +
+                                  (*info.param.zones ? std::string("_") + info.param.zones : "");
                          });
+
+// The argument check exchanges small messages with every peer; counting bytes needs it off.
+Options NoArgumentCheck() {
+  Options options;
+  options.check_args = false;
+  return options;
+}
+
+// Zones a = {0, 1}, b = {2, 3}: rank 1 holds shard 1, so its cross-zone partner is rank 3 (the
+// holder of shard 1 in b), never rank 2 (which a ring would send to); its shard crosses once
+// each way, a third of what a flat ring sends over each of its cross-zone links.
+TEST(InprocCollectives, HierarchicalCrossesZonesOnlyBetweenShardHolders) {
+  constexpr size_t kCount = 1 << 16;
+  RunGroup(4,
+           [&](int rank, Communicator& comm) {
+             std::vector<float> data(kCount, 1.0f + rank);
+             CallOptions call;
+             call.algo = "hierarchical";
+             Buffer b{data.data(), kCount, DType::kF32};
+             ASSERT_TRUE(comm.AllReduce(b, b, ReduceOp::kSum, call)->Wait().ok());
+             EXPECT_EQ(data[kCount - 1], 10.0f);
+             const std::vector<LinkStats> stats = comm.link_stats();
+             const int same_zone = rank ^ 1, partner = rank ^ 2, other = rank ^ 3;
+             EXPECT_GT(stats[same_zone].bytes_sent, 0u);
+             EXPECT_GT(stats[partner].bytes_sent, 0u);
+             EXPECT_EQ(stats[other].bytes_sent, 0u) << "rank " << rank;
+             // A two-rank ring all-reduce of the shard (half the vector) sends the shard's size.
+             EXPECT_EQ(stats[partner].bytes_sent, kCount * sizeof(float) / 2) << "rank " << rank;
+           },
+           NoArgumentCheck(), {"a", "a", "b", "b"});
+}
 
 TEST(InprocCollectives, ReduceScatterAllGatherBroadcastBarrier) {
   for (int n : {2, 3, 5}) {

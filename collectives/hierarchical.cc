@@ -1,0 +1,107 @@
+#include "collectives/hierarchical.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_format.h"
+#include "collectives/host_collectives.h"
+#include "collectives/host_reduce.h"
+#include "collectives/partition.h"
+#include "collectives/ring.h"
+
+namespace hmc {
+namespace {
+
+// Shards [first, last) held by local rank `j` of a zone of `m` ranks when there are `shards`.
+std::pair<int, int> ShardsOf(int j, int m, int shards) {
+  return {j * shards / m, (j + 1) * shards / m};
+}
+
+Range ElementsOf(size_t count, int shards, std::pair<int, int> held) {
+  const Range first = BlockOf(count, shards, held.first);
+  const Range last = BlockOf(count, shards, held.second - 1);
+  return Range{first.begin, last.end() - first.begin};
+}
+
+}  // namespace
+
+absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int>& zone_of,
+                                   const void* in, void* out_ptr, size_t count, DType dtype,
+                                   ReduceOp op) {
+  // Zones in order of their first rank; members in rank order.
+  std::vector<std::vector<int>> zones;
+  std::map<int, size_t> zone_index;
+  for (int r = 0; r < static_cast<int>(zone_of.size()); ++r) {
+    auto [it, added] = zone_index.emplace(zone_of[r], zones.size());
+    if (added) zones.emplace_back();
+    zones[it->second].push_back(r);
+  }
+  const size_t my_zone = zone_index.at(zone_of[ctx.rank()]);
+  const std::vector<int>& mates = zones[my_zone];
+  const int m = static_cast<int>(mates.size());
+  const int j = static_cast<int>(std::find(mates.begin(), mates.end(), ctx.rank()) - mates.begin());
+  int shards = 0;
+  for (const auto& z : zones) shards = std::max(shards, static_cast<int>(z.size()));
+  const int zone_count = static_cast<int>(zones.size());
+  if (static_cast<uint64_t>(shards) * zone_count >= 4096) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "hierarchical all-reduce: %d zones of up to %d ranks exceed the tag's step field",
+        zone_count, shards));
+  }
+
+  const DType acc_type = AccumulatorType(dtype);
+  const size_t es = DTypeSize(acc_type);
+  const size_t out_es = DTypeSize(dtype);
+  auto* out = static_cast<uint8_t*>(out_ptr);
+  const uint8_t* src = static_cast<const uint8_t*>(in);
+  uint8_t* acc = out;
+  if (acc_type != dtype) {
+    acc = ctx.Scratch(count * es);
+    ToAccumulator(acc, in, count, dtype);
+    src = acc;
+  } else if (m == 1 && in != out_ptr) {
+    std::memcpy(out, in, count * es);  // Alone in its zone: its block is its own input.
+  }
+  const size_t segment = std::max<size_t>(1, ctx.chunk_bytes() / es);
+  std::vector<Range> blocks;
+  for (int k = 0; k < m; ++k) blocks.push_back(ElementsOf(count, shards, ShardsOf(k, m, shards)));
+
+  // 1. Inside the zone: each rank ends with the zone's sum of its block.
+  CollectiveContext zone(ctx, mates, 0);
+  if (m > 1) {
+    absl::Status s = RingReduceScatter(zone, src, acc, acc_type, op, blocks, segment, [](Range) {});
+    if (!s.ok()) return s;
+  }
+  // 2. Across zones, shard by shard: the holders of a shard (one per zone) all-reduce it, still in
+  // the accumulator type (an average sums here and divides once, below).
+  const ReduceOp cross_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
+  const auto [first, last] = ShardsOf(j, m, shards);
+  for (int shard = first; shard < last && zone_count > 1; ++shard) {
+    std::vector<int> holders;
+    for (const auto& z : zones) {
+      const int size = static_cast<int>(z.size());
+      for (int k = 0; k < size; ++k) {
+        const auto held = ShardsOf(k, size, shards);
+        if (shard >= held.first && shard < held.second) holders.push_back(z[k]);
+      }
+    }
+    CollectiveContext cross(ctx, holders, static_cast<uint32_t>(shard * zone_count));
+    const Range r = BlockOf(count, shards, shard);
+    if (r.count == 0) continue;  // Fewer elements than shards: every holder skips it alike.
+    absl::Status s =
+        RingAllReduce(cross, acc + r.begin * es, acc + r.begin * es, r.count, acc_type, cross_op);
+    if (!s.ok()) return s;
+  }
+  // 3. Round this rank's block once, then gather the zone's blocks as bytes.
+  const Range own = blocks[j];
+  FinalizeReduction(out + own.begin * out_es, acc + own.begin * es, own.count, dtype, op,
+                    static_cast<int>(zone_of.size()));
+  if (m == 1) return absl::OkStatus();
+  RingAllGather gather(zone, out, out_es, blocks, std::max<size_t>(1, ctx.chunk_bytes() / out_es));
+  gather.PostReceives();
+  for (size_t k = 0; k < gather.own_segments(); ++k) gather.SendOwnSegment();
+  return gather.Finish();
+}
+
+}  // namespace hmc

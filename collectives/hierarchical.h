@@ -1,0 +1,28 @@
+#ifndef HMC_COLLECTIVES_HIERARCHICAL_H_
+#define HMC_COLLECTIVES_HIERARCHICAL_H_
+
+#include <cstddef>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "collectives/collective_context.h"
+#include "core/dtype.h"
+#include "core/reduce_op.h"
+
+namespace hmc {
+
+// Zone-aware all-reduce: reduce-scatter inside each zone, then the ranks that hold the same shard
+// in different zones all-reduce it across zones (in parallel, so every cross-zone link carries a
+// 1/k share), then all-gather inside each zone. The vector is cut into S shards, S the size of the
+// largest zone; in a zone of m ranks, local rank j holds shards [j·S/m, (j+1)·S/m), so zones of
+// uneven size work (a rank of a small zone holds several shards and joins one cross-zone group
+// per shard, in shard order). `zone_of[r]` is rank r's zone, any small integer. Partial sums stay
+// in the accumulator type until the cross-zone step ends; then each shard is rounded once and
+// relayed as bytes, so every rank ends bit-identical.
+absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int>& zone_of,
+                                   const void* in, void* out, size_t count, DType dtype,
+                                   ReduceOp op);
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_HIERARCHICAL_H_
