@@ -1,14 +1,16 @@
 #!/bin/sh
-# Installs the Debian 12 packages that hmc needs to build, test and benchmark. Idempotent and
-# non-interactive: it only calls apt-get when something is missing. Run as root (or with sudo).
+# Installs the Debian 12 packages that hmc needs to build, test and benchmark (the last line: the
+# baselines hmc is compared with, Gloo, Open MPI and torch.distributed, and matplotlib for plots).
+# Idempotent and non-interactive: it only calls apt-get when something is missing. Run as root (or
+# with sudo).
 set -eu
 
 PACKAGES="
   build-essential cmake ninja-build pkg-config git ca-certificates
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev libssl-dev libfmt-dev zlib1g-dev
-  libgloo-dev
   clang-format iproute2 procps
   iperf3 iputils-ping
+  libgloo-dev openmpi-bin libopenmpi-dev python3-torch python3-matplotlib
 "
 
 missing=""

@@ -11,7 +11,7 @@
 #   (rates × SCALE, MTU) and every system runs one rank per emulated host.
 # Settings (environment): ROUNDS=3  SIZES="1M 64M 4" (min, max, factor)  ITERS=3  WARMUP=1  CHECK=1
 #   SYSTEMS="hmc gloo-ring gloo-ring_chunked gloo-halving_doubling gloo-bcube mpi torch"
-#   RANKS=4  SCALE=0.1  MTU=9000  CSV=perf/results/compare.csv
+#   RANKS=4  SCALE=0.1  MTU=9000  CSV=perf/results/compare.csv  BIN=build/bin
 set -eu
 cd "$(dirname "$0")/../.."
 topology=$1
@@ -22,7 +22,7 @@ reps="-i ${ITERS:-3} -w ${WARMUP:-1} -k ${CHECK:-1}"
 systems=${SYSTEMS:-hmc gloo-ring gloo-ring_chunked gloo-halving_doubling gloo-bcube mpi torch}
 scale=${SCALE:-0.1}
 csv=${CSV:-perf/results/compare.csv}
-bin=$(pwd)/build/bin
+bin=${BIN:-$(pwd)/build/bin}
 wanem=$bin/hmc-wanem
 prefix=hmcs
 logs=$(mktemp -d /tmp/hmc-suite-XXXXXX)
