@@ -1,8 +1,9 @@
 #!/bin/sh
 # The side-by-side benchmark on loopback, small: every system (hmc, Gloo's four algorithms, Open
 # MPI, torch.distributed) must run, report a row per size with #wrong 0 (each checked its result
-# against a reference), and the report must write its table and plot. Four ranks: Gloo's bcube
-# returns wrong sums for three (#wrong 7680 of 16384 at 64 KiB, found by this check).
+# against a reference), and the report must write its table and plot. Four ranks: Gloo's bcube is
+# only correct for n = c·base^x with c < base (pytorch/gloo#184); on three ranks it returns wrong
+# sums without an error (#wrong 7680 of 16384 at 64 KiB, which this check caught).
 #   tests/integration/compare_suite_test.sh BIN_DIR
 set -eu
 cd "$(dirname "$0")/../.."
