@@ -4,7 +4,8 @@
 //
 // With -n it hosts a coordinator and starts N copies of itself on this machine; started with
 // HMC_COORDINATOR set (by hmcrun or by -n) it is one rank. Rank 0 prints, per size: time (median
-// of the iterations, each started after a barrier), algbw = size/time, busbw = algbw·factor
+// of the iterations, each started after a barrier and lasting until its slowest rank is done —
+// every perf program here measures so), algbw = size/time, busbw = algbw·factor
 // (allreduce 2(n-1)/n, reduce_scatter and allgather (n-1)/n, broadcast 1) and #wrong, the number
 // of elements that differ from a serially computed reference after a final checked run.
 #include <unistd.h>
@@ -262,7 +263,15 @@ int RunRank(const Options& options, const PerfArgs& a) {
           std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
           return 1;
         }
-        if (it >= a.warmup) times.push_back(us);
+        // The call lasts until its slowest rank is done: this rank alone may finish early.
+        double slowest = us;
+        const Buffer slowest_buffer{&slowest, 1, DType::kF64};
+        if (absl::Status m = comm.AllReduce(slowest_buffer, slowest_buffer, ReduceOp::kMax)->Wait();
+            !m.ok()) {
+          std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, m.ToString().c_str());
+          return 1;
+        }
+        if (it >= a.warmup) times.push_back(slowest);
       }
       const double median_us = perf::Median(times);
       int64_t wrong = 0;

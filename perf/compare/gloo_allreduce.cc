@@ -5,7 +5,8 @@
 //
 // -n starts N copies of itself that rendezvous through a FileStore in a fresh temporary folder.
 // Each algorithm gets a fresh context (reusing one across algorithms stalls), every iteration
-// starts after a barrier, time is the median, and #wrong compares with a serial reference.
+// starts after a barrier and lasts until its slowest rank is done, time is the median, and #wrong
+// compares with a serial reference.
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,11 +77,16 @@ int RunRank(int rank, int size, const std::string& store_path, const std::string
         return 2;
       }
       std::vector<double> times;
+      double slowest = 0;  // Each run lasts until its slowest rank is done.
+      gloo::AllreduceRing<double> max_over_ranks(context, {&slowest}, 1,
+                                                 gloo::ReductionFunction<double>::max);
       for (int it = 0; it < sweep.warmup + sweep.iterations; ++it) {
         barrier.run();
         const absl::Time start = absl::Now();
         algorithm->run();
-        if (it >= sweep.warmup) times.push_back(absl::ToDoubleMicroseconds(absl::Now() - start));
+        slowest = absl::ToDoubleMicroseconds(absl::Now() - start);
+        max_over_ranks.run();
+        if (it >= sweep.warmup) times.push_back(slowest);
       }
       long long wrong = -1;
       if (sweep.check) {

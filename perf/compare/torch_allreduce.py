@@ -55,8 +55,11 @@ def run_rank(args, rank, size, master):
             dist.barrier()
             start = time.perf_counter()
             dist.all_reduce(data)
+            # The call lasts until its slowest rank is done.
+            slowest = torch.tensor([(time.perf_counter() - start) * 1e6], dtype=torch.float64)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
             if it >= args.warmup:
-                times.append((time.perf_counter() - start) * 1e6)
+                times.append(float(slowest))
         wrong = torch.tensor([-1], dtype=torch.int64)
         if args.check:
             data = pattern(torch, count, rank)
