@@ -50,17 +50,14 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
         zone_count, shards));
   }
 
-  const DType acc_type = AccumulatorType(dtype);
-  const size_t es = DTypeSize(acc_type);
+  const Accumulation a = PrepareAccumulation(ctx, in, out_ptr, count, dtype);
+  const DType acc_type = a.type;
+  const size_t es = a.element_bytes;
   const size_t out_es = DTypeSize(dtype);
   auto* out = static_cast<uint8_t*>(out_ptr);
-  const uint8_t* src = static_cast<const uint8_t*>(in);
-  uint8_t* acc = out;
-  if (acc_type != dtype) {
-    acc = ctx.Scratch(count * es);
-    ToAccumulator(acc, in, count, dtype);
-    src = acc;
-  } else if (m == 1 && in != out_ptr) {
+  const uint8_t* src = a.src;
+  uint8_t* acc = a.acc;
+  if (acc == out && m == 1 && in != out_ptr) {
     std::memcpy(out, in, count * es);  // Alone in its zone: its block is its own input.
   }
   const size_t segment = std::max<size_t>(1, ctx.chunk_bytes() / es);

@@ -17,21 +17,29 @@ size_t SegmentElems(const CollectiveContext& ctx, DType acc_type) {
 
 }  // namespace
 
+Accumulation PrepareAccumulation(CollectiveContext& ctx, const void* in, void* out, size_t count,
+                                 DType dtype) {
+  const DType type = AccumulatorType(dtype);
+  Accumulation a{type, DTypeSize(type), static_cast<const uint8_t*>(in),
+                 static_cast<uint8_t*>(out)};
+  if (type != dtype) {
+    a.acc = ctx.Scratch(count * a.element_bytes);
+    ToAccumulator(a.acc, in, count, dtype);
+    a.src = a.acc;
+  }
+  return a;
+}
+
 absl::Status RingAllReduce(CollectiveContext& ctx, const void* in, void* out_ptr, size_t count,
                            DType dtype, ReduceOp op) {
   const int n = ctx.size();
-  const DType acc_type = AccumulatorType(dtype);
-  const size_t es = DTypeSize(acc_type);
+  const Accumulation a = PrepareAccumulation(ctx, in, out_ptr, count, dtype);
+  const DType acc_type = a.type;
+  const size_t es = a.element_bytes;
   const size_t out_es = DTypeSize(dtype);
   auto* out = static_cast<uint8_t*>(out_ptr);
-  // Partial sums go to `out` itself unless the type needs a wider accumulator.
-  const uint8_t* src = static_cast<const uint8_t*>(in);
-  uint8_t* acc = out;
-  if (acc_type != dtype) {
-    acc = ctx.Scratch(count * es);
-    ToAccumulator(acc, in, count, dtype);
-    src = acc;
-  }
+  const uint8_t* src = a.src;
+  uint8_t* acc = a.acc;
   std::vector<Range> blocks;
   for (int b = 0; b < n; ++b) blocks.push_back(BlockOf(count, n, b));
   const size_t segment = SegmentElems(ctx, acc_type);

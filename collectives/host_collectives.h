@@ -15,6 +15,18 @@ namespace hmc {
 // reduced in f32 and rounded once by the owner of each block; every other rank receives the
 // owner's bytes, so all ranks end bit-identical.
 
+// Where an all-reduce keeps partial sums: in `out` itself, unless the type needs a wider
+// accumulator; then in scratch memory that starts as the input, converted. `src` is what the
+// first step reads.
+struct Accumulation {
+  DType type;
+  size_t element_bytes;
+  const uint8_t* src;
+  uint8_t* acc;
+};
+Accumulation PrepareAccumulation(CollectiveContext& ctx, const void* in, void* out, size_t count,
+                                 DType dtype);
+
 // out = reduce(in) over all ranks; `in` may equal `out`.
 absl::Status RingAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
                            DType dtype, ReduceOp op);

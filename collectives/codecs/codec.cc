@@ -57,6 +57,11 @@ size_t Codec::Encode(const float* in, size_t count, uint8_t* out, CodecState* st
   return bytes;
 }
 
+absl::Status Codec::LengthError(size_t bytes, size_t count) const {
+  return absl::DataLossError(
+      absl::StrFormat("%s: %d bytes cannot hold %d values", name(), bytes, count));
+}
+
 absl::Status Codec::Decode(const uint8_t* in, size_t bytes, float* out, size_t count) const {
   if (bytes == 0) return absl::DataLossError(name() + ": empty encoding");
   if (in[0] == kRaw) {

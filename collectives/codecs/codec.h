@@ -39,6 +39,8 @@ class Codec {
   absl::Status Decode(const uint8_t* in, size_t bytes, float* out, size_t count) const;
 
  protected:
+  // The error for an encoding whose length does not fit `count` values.
+  absl::Status LengthError(size_t bytes, size_t count) const;
   // The codec's own format, for finite values only.
   virtual size_t MaxPayloadBytes(size_t count) const = 0;
   virtual size_t EncodeFinite(const float* in, size_t count, uint8_t* out,

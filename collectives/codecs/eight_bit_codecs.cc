@@ -25,11 +25,6 @@ float FromOrdered(int32_t o) {
       o >= 0 ? o : static_cast<int32_t>(0x80000000u - static_cast<uint32_t>(o)));
 }
 
-absl::Status LengthError(const std::string& name, size_t bytes, size_t count) {
-  return absl::DataLossError(
-      absl::StrFormat("%s: %d bytes cannot hold %d values", name, bytes, count));
-}
-
 class Uniform8Codec final : public Codec {
  public:
   std::string name() const override { return "uniform8"; }
@@ -54,7 +49,7 @@ class Uniform8Codec final : public Codec {
   }
   absl::Status DecodeFinite(const uint8_t* in, size_t bytes, float* out,
                             size_t count) const override {
-    if (bytes != MaxPayloadBytes(count)) return LengthError(name(), bytes, count);
+    if (bytes != MaxPayloadBytes(count)) return LengthError(bytes, count);
     float low, high;
     std::memcpy(&low, in, sizeof(float));
     std::memcpy(&high, in + sizeof(float), sizeof(float));
@@ -117,7 +112,7 @@ class Quantile8Codec final : public Codec {
   }
   absl::Status DecodeFinite(const uint8_t* in, size_t bytes, float* out,
                             size_t count) const override {
-    if (bytes != MaxPayloadBytes(count)) return LengthError(name(), bytes, count);
+    if (bytes != MaxPayloadBytes(count)) return LengthError(bytes, count);
     float levels[kLevels];
     std::memcpy(levels, in, sizeof(levels));
     const uint8_t* q = in + sizeof(levels);

@@ -63,12 +63,6 @@ class NoneCodec final : public Codec {
     std::memcpy(out, in, bytes);
     return absl::OkStatus();
   }
-
- private:
-  absl::Status LengthError(size_t bytes, size_t count) const {
-    return absl::DataLossError(
-        absl::StrFormat("%s: %d bytes cannot hold %d values", name(), bytes, count));
-  }
 };
 
 // fp16 and bf16 differ only in the conversion.
@@ -100,8 +94,7 @@ class HalfWidthCodec final : public Codec {
   absl::Status DecodeFinite(const uint8_t* in, size_t bytes, float* out,
                             size_t count) const override {
     if (bytes != count * 2) {
-      return absl::DataLossError(
-          absl::StrFormat("%s: %d bytes cannot hold %d values", name(), bytes, count));
+      return LengthError(bytes, count);
     }
     if (!brain_ && HaveF16c()) {
       HalfToFloatsF16c(in, count, out);

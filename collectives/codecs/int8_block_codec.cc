@@ -51,8 +51,7 @@ class Int8BlockCodec final : public Codec {
   absl::Status DecodeFinite(const uint8_t* in, size_t bytes, float* out,
                             size_t count) const override {
     if (bytes != MaxPayloadBytes(count)) {
-      return absl::DataLossError(
-          absl::StrFormat("%s: %d bytes cannot hold %d values", name(), bytes, count));
+      return LengthError(bytes, count);
     }
     const uint8_t* p = in;
     for (size_t begin = 0; begin < count; begin += block_) {

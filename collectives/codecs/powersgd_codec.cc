@@ -75,8 +75,7 @@ class PowerSgdCodec final : public Codec {
   absl::Status DecodeFinite(const uint8_t* in, size_t bytes, float* out,
                             size_t count) const override {
     if (bytes != MaxPayloadBytes(count)) {
-      return absl::DataLossError(
-          absl::StrFormat("%s: %d bytes cannot hold %d values", name(), bytes, count));
+      return LengthError(bytes, count);
     }
     const Shape s = ShapeOf(count);
     std::vector<float> p(s.rows * s.rank), q(s.cols * s.rank);

@@ -44,8 +44,7 @@ class TopKCodec final : public Codec {
   absl::Status DecodeFinite(const uint8_t* in, size_t bytes, float* out,
                             size_t count) const override {
     if (bytes != MaxPayloadBytes(count)) {
-      return absl::DataLossError(
-          absl::StrFormat("%s: %d bytes cannot hold %d values", name(), bytes, count));
+      return LengthError(bytes, count);
     }
     std::fill(out, out + count, 0.0f);
     int64_t previous = -1;
