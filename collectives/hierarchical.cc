@@ -50,13 +50,9 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
         zone_count, shards));
   }
 
-  const Accumulation a = PrepareAccumulation(ctx, in, out_ptr, count, dtype);
-  const DType acc_type = a.type;
-  const size_t es = a.element_bytes;
+  const auto [acc_type, es, src, acc] = PrepareAccumulation(ctx, in, out_ptr, count, dtype);
   const size_t out_es = DTypeSize(dtype);
   auto* out = static_cast<uint8_t*>(out_ptr);
-  const uint8_t* src = a.src;
-  uint8_t* acc = a.acc;
   if (acc == out && m == 1 && in != out_ptr) {
     std::memcpy(out, in, count * es);  // Alone in its zone: its block is its own input.
   }

@@ -33,13 +33,9 @@ Accumulation PrepareAccumulation(CollectiveContext& ctx, const void* in, void* o
 absl::Status RingAllReduce(CollectiveContext& ctx, const void* in, void* out_ptr, size_t count,
                            DType dtype, ReduceOp op) {
   const int n = ctx.size();
-  const Accumulation a = PrepareAccumulation(ctx, in, out_ptr, count, dtype);
-  const DType acc_type = a.type;
-  const size_t es = a.element_bytes;
+  const auto [acc_type, es, src, acc] = PrepareAccumulation(ctx, in, out_ptr, count, dtype);
   const size_t out_es = DTypeSize(dtype);
   auto* out = static_cast<uint8_t*>(out_ptr);
-  const uint8_t* src = a.src;
-  uint8_t* acc = a.acc;
   std::vector<Range> blocks;
   for (int b = 0; b < n; ++b) blocks.push_back(BlockOf(count, n, b));
   const size_t segment = SegmentElems(ctx, acc_type);
