@@ -15,13 +15,19 @@ bool Request::done() const {
   return done_;
 }
 
-void Request::Complete(absl::Status status) {
+size_t Request::bytes() const {
+  MutexLock lock(&mu_);
+  return bytes_;
+}
+
+void Request::Complete(absl::Status status, size_t bytes) {
   std::function<void(const absl::Status&)> then;
   {
     MutexLock lock(&mu_);
     if (done_) return;
     done_ = true;
     status_ = std::move(status);
+    bytes_ = bytes;
     then = std::move(then_);
   }
   if (then) then(status_);  // status_ no longer changes once done_.

@@ -18,8 +18,11 @@ class Request {
   // Waits until completion or the deadline; returns the completion status or DeadlineExceeded.
   absl::Status Wait(absl::Time deadline);
   bool done() const;
-  // Completes the request; later calls are ignored (the first outcome wins).
-  void Complete(absl::Status status);
+  // Completes the request; later calls are ignored (the first outcome wins). A receive reports
+  // the length of the message it took.
+  void Complete(absl::Status status, size_t bytes = 0);
+  // The length of the message a completed receive took (what RecvUpTo callers read).
+  size_t bytes() const;
   // Runs `callback` with the outcome once the request completes (at once if it has), on the
   // completing thread: it must not block.
   void Then(std::function<void(const absl::Status&)> callback);
@@ -28,6 +31,7 @@ class Request {
   mutable Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void(const absl::Status&)> then_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -26,7 +26,8 @@ struct LinkStats {
 
 // A link to one peer. Messages are matched by tag: a receive completes with the message the peer
 // sent under the same tag, whichever order they were posted in, and its length must equal the
-// receive's length (a mismatch fails the channel, naming the peer and both lengths). At most one
+// receive's length, or for RecvUpTo be at most its capacity (a mismatch fails the channel, naming
+// the peer and both lengths). At most one
 // send and one receive per tag may be pending at a time. The caller keeps the memory of a pending
 // request alive until it completes. Every method may be called from any thread.
 class Channel {
@@ -37,6 +38,9 @@ class Channel {
   virtual const std::string& peer_description() const = 0;
   virtual RequestPtr Send(uint64_t tag, const void* data, size_t bytes) = 0;
   virtual RequestPtr Recv(uint64_t tag, void* data, size_t bytes) = 0;
+  // Takes a message of any length up to `capacity`; the request's bytes() says how long it was.
+  // For messages whose length only the sender knows, such as compressed ones.
+  virtual RequestPtr RecvUpTo(uint64_t tag, void* data, size_t capacity) = 0;
   // Fails every pending and later request on this channel with `why`, and tells the peer `why`
   // where the transport can, so that it reports the original cause.
   virtual void Close(const absl::Status& why) = 0;

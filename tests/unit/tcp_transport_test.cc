@@ -196,6 +196,28 @@ TEST(TcpTransport, UnexpectedMessagesStayWithinTheirMemoryBound) {
   }
 }
 
+TEST_P(TcpTransportTest, ReceiveUpToTakesAnyShorterMessageAndReportsItsLength) {
+  const auto [streams, local] = GetParam();
+  Mesh mesh = Connect(2, streams, local);
+  constexpr size_t kCapacity = size_t{3} << 20;
+  for (size_t bytes : {size_t{0}, size_t{7}, size_t{70000}, size_t{1000003}, kCapacity}) {
+    const std::vector<uint8_t> a = Pattern(bytes, 3), b = Pattern(bytes, 4);
+    std::vector<uint8_t> got_a(kCapacity), got_b(kCapacity);
+    // a: the receive is posted first; b: the message arrives first.
+    auto recv_a = mesh.channels[1][0]->RecvUpTo(300 + bytes, got_a.data(), kCapacity);
+    auto send_a = mesh.channels[0][1]->Send(300 + bytes, a.data(), bytes);
+    auto send_b = mesh.channels[1][0]->Send(400 + bytes, b.data(), bytes);
+    absl::SleepFor(absl::Milliseconds(20));
+    auto recv_b = mesh.channels[0][1]->RecvUpTo(400 + bytes, got_b.data(), kCapacity);
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    for (auto& r : {recv_a, send_a, send_b, recv_b}) ASSERT_TRUE(r->Wait(deadline).ok());
+    ASSERT_EQ(recv_a->bytes(), bytes);
+    ASSERT_EQ(recv_b->bytes(), bytes);
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), got_a.begin())) << bytes;
+    EXPECT_TRUE(std::equal(b.begin(), b.end(), got_b.begin())) << bytes;
+  }
+}
+
 TEST(TcpTransport, WorksOverIpv6) {
   auto probe = SocketAddress::Parse("[::1]:0");
   ASSERT_TRUE(probe.ok());
@@ -222,6 +244,18 @@ TEST(TcpTransport, SizeMismatchFailsTheChannelNamingThePeer) {
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), "rank 0")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "100 bytes")) << s;
+}
+
+TEST(TcpTransport, MessageLongerThanAReceiveUpToFailsTheChannel) {
+  Mesh mesh = Connect(2, 2);
+  std::vector<uint8_t> data(100), got(60);
+  auto recv = mesh.channels[1][0]->RecvUpTo(7, got.data(), got.size());
+  auto send = mesh.channels[0][1]->Send(7, data.data(), data.size());
+  send->Wait(absl::Now() + absl::Seconds(10)).IgnoreError();
+  absl::Status s = recv->Wait(absl::Now() + absl::Seconds(10));
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.message(), "rank 0")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "at most 60")) << s;
 }
 
 TEST(TcpTransport, CloseFromAnotherThreadFailsPendingRequests) {

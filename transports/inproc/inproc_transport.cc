@@ -24,11 +24,11 @@ class InprocChannel final : public Channel {
     if (auto it = fabric_->receives_.find(key); it != fabric_->receives_.end()) {
       InprocFabric::PostedRecv recv = it->second;
       fabric_->receives_.erase(it);
-      if (recv.bytes != bytes) {
-        recv.request->Complete(SizeMismatch(tag, bytes, recv.bytes));
+      if (!Fits(bytes, recv.bytes, recv.up_to)) {
+        recv.request->Complete(SizeMismatch(tag, bytes, recv.bytes, recv.up_to));
       } else {
         if (bytes > 0) std::memcpy(recv.data, data, bytes);
-        recv.request->Complete(absl::OkStatus());
+        recv.request->Complete(absl::OkStatus(), bytes);
       }
     } else {
       const auto* p = static_cast<const uint8_t*>(data);
@@ -40,22 +40,10 @@ class InprocChannel final : public Channel {
   }
 
   RequestPtr Recv(uint64_t tag, void* data, size_t bytes) override {
-    MutexLock lock(&fabric_->mu_);
-    if (absl::Status s = BrokenLocked(); !s.ok()) return CompletedRequest(s);
-    const InprocFabric::Key key{peer_, self_, tag};
-    stats_.bytes_received += bytes;
-    ++stats_.messages_received;
-    if (auto it = fabric_->messages_.find(key); it != fabric_->messages_.end()) {
-      std::vector<uint8_t> message = std::move(it->second);
-      fabric_->messages_.erase(it);
-      if (message.size() != bytes)
-        return CompletedRequest(SizeMismatch(tag, message.size(), bytes));
-      if (bytes > 0) std::memcpy(data, message.data(), bytes);
-      return CompletedRequest(absl::OkStatus());
-    }
-    auto request = std::make_shared<Request>();
-    fabric_->receives_[key] = InprocFabric::PostedRecv{data, bytes, request};
-    return request;
+    return PostRecv(tag, data, bytes, /*up_to=*/false);
+  }
+  RequestPtr RecvUpTo(uint64_t tag, void* data, size_t capacity) override {
+    return PostRecv(tag, data, capacity, /*up_to=*/true);
   }
 
   void Close(const absl::Status& why) override {
@@ -82,6 +70,31 @@ class InprocChannel final : public Channel {
   }
 
  private:
+  RequestPtr PostRecv(uint64_t tag, void* data, size_t bytes, bool up_to) {
+    MutexLock lock(&fabric_->mu_);
+    if (absl::Status s = BrokenLocked(); !s.ok()) return CompletedRequest(s);
+    const InprocFabric::Key key{peer_, self_, tag};
+    stats_.bytes_received += bytes;
+    ++stats_.messages_received;
+    if (auto it = fabric_->messages_.find(key); it != fabric_->messages_.end()) {
+      std::vector<uint8_t> message = std::move(it->second);
+      fabric_->messages_.erase(it);
+      if (!Fits(message.size(), bytes, up_to)) {
+        return CompletedRequest(SizeMismatch(tag, message.size(), bytes, up_to));
+      }
+      if (!message.empty()) std::memcpy(data, message.data(), message.size());
+      auto request = std::make_shared<Request>();
+      request->Complete(absl::OkStatus(), message.size());
+      return request;
+    }
+    auto request = std::make_shared<Request>();
+    fabric_->receives_[key] = InprocFabric::PostedRecv{data, bytes, up_to, request};
+    return request;
+  }
+
+  static bool Fits(size_t sent, size_t posted, bool up_to) {
+    return up_to ? sent <= posted : sent == posted;
+  }
   absl::Status BrokenLocked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(fabric_->mu_) {
     if (auto it = fabric_->broken_.find({self_, peer_}); it != fabric_->broken_.end()) {
       return it->second;
@@ -91,10 +104,10 @@ class InprocChannel final : public Channel {
     }
     return absl::OkStatus();
   }
-  absl::Status SizeMismatch(uint64_t tag, size_t sent, size_t expected) const {
+  absl::Status SizeMismatch(uint64_t tag, size_t sent, size_t expected, bool up_to) const {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "message size mismatch for tag %#x between ranks %d and %d: %d bytes sent, %d expected",
-        tag, self_, peer_, sent, expected));
+        "message size mismatch for tag %#x between ranks %d and %d: %d bytes sent, %s%d expected",
+        tag, self_, peer_, sent, up_to ? "at most " : "", expected));
   }
 
   std::shared_ptr<InprocFabric> fabric_;

@@ -26,6 +26,7 @@ class InprocFabric {
   struct PostedRecv {
     void* data;
     size_t bytes;
+    bool up_to;
     RequestPtr request;
   };
 

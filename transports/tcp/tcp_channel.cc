@@ -38,6 +38,7 @@ struct TcpChannel::OutFrame {
 // A message being received: posted by Recv, or arrived first ("unexpected") into own storage.
 struct TcpChannel::Incoming {
   uint64_t total = 0;
+  bool up_to = false;        // Posted by RecvUpTo: `total` is a capacity until a length arrives.
   uint16_t stripes = 0;      // 0 until the first stripe header arrives.
   uint64_t stripe_mask = 0;  // Stripes whose header arrived.
   uint16_t stripes_done = 0;
@@ -101,11 +102,32 @@ RequestPtr TcpChannel::Send(uint64_t tag, const void* data, size_t bytes) {
 }
 
 RequestPtr TcpChannel::Recv(uint64_t tag, void* data, size_t bytes) {
+  return PostRecv(tag, data, bytes, /*up_to=*/false);
+}
+
+RequestPtr TcpChannel::RecvUpTo(uint64_t tag, void* data, size_t capacity) {
+  return PostRecv(tag, data, capacity, /*up_to=*/true);
+}
+
+RequestPtr TcpChannel::PostRecv(uint64_t tag, void* data, size_t bytes, bool up_to) {
   auto request = std::make_shared<Request>();
-  loop_->Post([self = shared_from_this(), tag, data, bytes, request] {
-    self->DoRecv(tag, static_cast<uint8_t*>(data), bytes, request);
+  loop_->Post([self = shared_from_this(), tag, data, bytes, up_to, request] {
+    self->DoRecv(tag, static_cast<uint8_t*>(data), bytes, up_to, request);
   });
   return request;
+}
+
+bool TcpChannel::AcceptLength(Incoming& in, uint64_t tag, uint64_t sent) {
+  if (in.up_to ? sent <= in.total : sent == in.total) {
+    in.total = sent;
+    in.up_to = false;
+    return true;
+  }
+  Fail(Error(absl::StrFormat(
+           "message size mismatch for tag %#x: the peer sent %d bytes, the receive expects %s%d",
+           tag, sent, in.up_to ? "at most " : "", in.total)),
+       /*notify=*/true);
+  return false;
 }
 
 void TcpChannel::Close(const absl::Status& why) {
@@ -251,7 +273,8 @@ void TcpChannel::Pull(uint64_t tag, const std::vector<uint8_t>& description) {
               std::vector<uint8_t>{pulled ? uint8_t{1} : uint8_t{0}});
 }
 
-void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr request) {
+void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, bool up_to,
+                        RequestPtr request) {
   if (failed_) {
     request->Complete(status());
     return;
@@ -259,16 +282,13 @@ void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr 
   if (auto offer = pull_offers_.find(tag); offer != pull_offers_.end()) {
     auto [offered_bytes, description] = std::move(offer->second);
     pull_offers_.erase(offer);
-    if (offered_bytes != bytes) {
-      Fail(Error(absl::StrFormat("message size mismatch for tag %#x: the peer sent %d bytes, the "
-                                 "receive expects %d",
-                                 tag, offered_bytes, bytes)),
-           /*notify=*/true);
+    auto in = std::make_unique<Incoming>();
+    in->total = bytes;
+    in->up_to = up_to;
+    if (!AcceptLength(*in, tag, offered_bytes)) {
       request->Complete(status());
       return;
     }
-    auto in = std::make_unique<Incoming>();
-    in->total = bytes;
     in->user = data;
     in->request = std::move(request);
     incoming_[tag] = std::move(in);
@@ -284,6 +304,7 @@ void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr 
     it->second = std::make_unique<Incoming>();
     Incoming& in = *it->second;
     in.total = bytes;
+    in.up_to = up_to;
     in.user = data;
     in.request = std::move(request);
     ResumePaused();  // A paused stream may hold this message's header.
@@ -295,11 +316,11 @@ void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr 
         absl::StrFormat("%s: a receive with tag %#x is already pending", description_, tag)));
     return;
   }
-  if (in.total != bytes) {
-    Fail(Error(absl::StrFormat("message size mismatch for tag %#x: the peer sent %d bytes, the "
-                               "receive expects %d",
-                               tag, in.total, bytes)),
-         /*notify=*/true);
+  // The message arrived first: its length is known, the receive's is the limit.
+  const uint64_t sent = in.total;
+  in.total = bytes;
+  in.up_to = up_to;
+  if (!AcceptLength(in, tag, sent)) {
     request->Complete(status());
     return;
   }
@@ -319,7 +340,7 @@ void TcpChannel::Complete(uint64_t tag) {
     loop_->ReleaseUnexpected(in->total);
   }
   messages_received_.fetch_add(1, std::memory_order_relaxed);
-  in->request->Complete(absl::OkStatus());
+  in->request->Complete(absl::OkStatus(), in->total);
 }
 
 void TcpChannel::OnEvent(int stream, uint32_t events) {
@@ -510,10 +531,10 @@ bool TcpChannel::Route(Stream& s) {
     it->second->storage.resize(h.total_bytes);
   }
   Incoming& in = *it->second;
+  if (in.stripes == 0 && !AcceptLength(in, h.tag, h.total_bytes)) return false;
   if (in.total != h.total_bytes) {
-    Fail(Error(absl::StrFormat("message size mismatch for tag %#x: the peer sent %d bytes, the "
-                               "receive expects %d",
-                               h.tag, h.total_bytes, in.total)),
+    Fail(Error(absl::StrFormat("stripes of tag %#x disagree on its length: %d and %d bytes", h.tag,
+                               h.total_bytes, in.total)),
          /*notify=*/true);
     return false;
   }
@@ -560,13 +581,11 @@ void TcpChannel::OnControlFrame(Stream& s) {
         return;
       }
       Incoming& in = *it->second;
-      if (in.request == nullptr || in.stripes != 0 || in.total != h.total_bytes) {
-        Fail(Error(absl::StrFormat("message size mismatch for tag %#x: the peer sent %d bytes, "
-                                   "the receive expects %d",
-                                   h.tag, h.total_bytes, in.total)),
-             /*notify=*/true);
+      if (in.request == nullptr || in.stripes != 0) {
+        Fail(Error(absl::StrFormat("unexpected offer to pull tag %#x", h.tag)), /*notify=*/true);
         return;
       }
+      if (!AcceptLength(in, h.tag, h.total_bytes)) return;
       Pull(h.tag, s.control);
       return;
     }

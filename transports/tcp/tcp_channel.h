@@ -41,6 +41,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   const std::string& peer_description() const override { return description_; }
   RequestPtr Send(uint64_t tag, const void* data, size_t bytes) override;
   RequestPtr Recv(uint64_t tag, void* data, size_t bytes) override;
+  RequestPtr RecvUpTo(uint64_t tag, void* data, size_t capacity) override;
   void Close(const absl::Status& why) override;
   absl::Status status() const override;
   LinkStats stats() const override;
@@ -79,7 +80,11 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   void OnControlFrame(Stream& s);
   // Pulls a rendezvous message into a posted receive; answers the sender either way.
   void Pull(uint64_t tag, const std::vector<uint8_t>& description);
-  void DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, RequestPtr request);
+  RequestPtr PostRecv(uint64_t tag, void* data, size_t bytes, bool up_to);
+  void DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, bool up_to, RequestPtr request);
+  // Whether `in` takes a message of `sent` bytes; fixes an up-to receive's length if so, fails
+  // the channel naming both lengths if not.
+  bool AcceptLength(Incoming& in, uint64_t tag, uint64_t sent);
   void Write(Stream& s);
   void Read(Stream& s);
   // Finds where the payload of the stream's current header goes; false if the stream must pause.
