@@ -22,6 +22,7 @@ void Encode(const CallDescriptor& d, uint8_t* out) {
   std::memcpy(out + 8, &d.count, 8);
   std::memset(out + 16, 0, 8);
   out[16] = d.locally_invalid ? 1 : 0;
+  std::memcpy(out + 20, &d.plan, 4);
 }
 
 // Names each field and how to print a raw value of it.
@@ -59,6 +60,12 @@ const Field kFields[] = {
        return absl::StrCat(count);
      }},
     {"buffers", [](const uint8_t* raw) -> std::string { return raw[16] != 0 ? "invalid" : "ok"; }},
+    {"plan (codecs and shares)",
+     [](const uint8_t* raw) -> std::string {
+       uint32_t plan;
+       std::memcpy(&plan, raw + 20, 4);
+       return absl::StrFormat("%08x", plan);
+     }},
 };
 
 }  // namespace
@@ -94,8 +101,8 @@ absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine) 
   }
   if (absl::Status s = ctx.WaitAll(pending); !s.ok()) return s;
   // Field offsets within the descriptor, in kFields order.
-  const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16};
-  const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1};
+  const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20};
+  const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4};
   std::vector<std::string> differences;
   for (size_t f = 0; f < std::size(kFields); ++f) {
     bool differs = false;

@@ -29,6 +29,7 @@ struct CallDescriptor {
   int32_t root = 0;
   uint64_t count = 0;  // Per-rank element count (the block for reduce-scatter and all-gather).
   bool locally_invalid = false;  // This rank's own checks refused its arguments.
+  uint32_t plan = 0;             // Fingerprint of the codecs and shares this rank will use.
 };
 
 // Every rank sends its descriptor to every other (one round trip, tiny messages) and compares them

@@ -35,6 +35,8 @@ CollectiveContext::Pending CollectiveContext::Send(int peer, Phase phase, uint32
     return parent_->Send(members_[peer], phase, step + step_base_, segment, data, bytes);
   }
   bytes_sent_ += bytes;
+  if (bytes_sent_to_.empty()) bytes_sent_to_.assign(channels_->size(), 0);
+  bytes_sent_to_[peer] += bytes;
   Pending p{(*channels_)[peer]->Send(MakeTag(sequence_, phase, step, segment), data, bytes), peer};
   issued_.push_back(p.request);
   return p;
@@ -51,16 +53,40 @@ CollectiveContext::Pending CollectiveContext::Recv(int peer, Phase phase, uint32
   return p;
 }
 
-absl::Status CollectiveContext::Wait(const Pending& pending) {
-  if (parent_ != nullptr) return parent_->Wait(pending);  // `pending.peer` is a global rank.
+CollectiveContext::Pending CollectiveContext::RecvUpTo(int peer, Phase phase, uint32_t step,
+                                                       uint32_t segment, void* data,
+                                                       size_t capacity) {
+  if (parent_ != nullptr) {
+    return parent_->RecvUpTo(members_[peer], phase, step + step_base_, segment, data, capacity);
+  }
+  Pending p{(*channels_)[peer]->RecvUpTo(MakeTag(sequence_, phase, step, segment), data, capacity),
+            peer, /*up_to=*/true};
+  issued_.push_back(p.request);
+  return p;
+}
+
+absl::Status CollectiveContext::Wait(const Pending& pending, size_t* received) {
+  // `pending.peer` is a global rank.
+  if (parent_ != nullptr) return parent_->Wait(pending, received);
   absl::Status s = pending.request->Wait(deadline_);
-  if (s.ok()) return s;
+  if (s.ok()) {
+    if (pending.up_to) bytes_received_ += pending.request->bytes();
+    if (received != nullptr) *received = pending.request->bytes();
+    return s;
+  }
   const std::string& peer = (*channels_)[pending.peer]->peer_description();
   if (absl::IsDeadlineExceeded(s)) {
     return absl::DeadlineExceededError(
         absl::StrFormat("%s on rank %d: deadline exceeded waiting for %s", name_, rank_, peer));
   }
   return absl::Status(s.code(), absl::StrFormat("%s on rank %d: %s", name_, rank_, s.message()));
+}
+
+absl::Status CollectiveContext::PeerError(int peer, const absl::Status& cause) const {
+  if (parent_ != nullptr) return parent_->PeerError(members_[peer], cause);
+  return absl::Status(cause.code(),
+                      absl::StrFormat("%s on rank %d: from %s: %s", name_, rank_,
+                                      (*channels_)[peer]->peer_description(), cause.message()));
 }
 
 CollectiveContext::~CollectiveContext() {

@@ -65,14 +65,22 @@ class CollectiveContext {
   struct Pending {
     RequestPtr request;
     int peer;
+    bool up_to = false;  // A RecvUpTo: its length is known once it completes.
   };
 
+  // Sends; the request completes when the transport is done with `data`.
   Pending Send(int peer, Phase phase, uint32_t step, uint32_t segment, const void* data,
                size_t bytes);
   Pending Recv(int peer, Phase phase, uint32_t step, uint32_t segment, void* data, size_t bytes);
-  // Waits for one request; the error names the call, the peer and the cause.
-  absl::Status Wait(const Pending& pending);
+  // A receive of a message of at most `capacity` bytes (compressed data); Wait sets `*received`.
+  Pending RecvUpTo(int peer, Phase phase, uint32_t step, uint32_t segment, void* data,
+                   size_t capacity);
+  // Waits for one request; the error names the call, the peer and the cause. For a RecvUpTo,
+  // `received` (if given) gets the message's length.
+  absl::Status Wait(const Pending& pending, size_t* received = nullptr);
   absl::Status WaitAll(const std::vector<Pending>& pending);
+  // `cause` as an error of this call about what came from `peer` (a rank in this context).
+  absl::Status PeerError(int peer, const absl::Status& cause) const;
 
   // Memory that lives as long as the context: transports may still write into it after an
   // algorithm returns early with an error, until Drain() has seen every request finish.
@@ -83,6 +91,8 @@ class CollectiveContext {
 
   uint64_t bytes_sent() const { return bytes_sent_; }
   uint64_t bytes_received() const { return bytes_received_; }
+  // Bytes this call sent to each peer (indexed by global rank), for egress accounting.
+  const std::vector<uint64_t>& bytes_sent_to() const { return bytes_sent_to_; }
 
  private:
   ScratchPool* const pool_;
@@ -95,6 +105,7 @@ class CollectiveContext {
   const size_t chunk_bytes_;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
+  std::vector<uint64_t> bytes_sent_to_;
   std::vector<RequestPtr> issued_;
   std::vector<ScratchPool::Block> scratch_;
   // Set in a subgroup view only.

@@ -9,9 +9,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collectives/broadcast.h"
+#include "collectives/butterfly.h"
 #include "collectives/halving_doubling.h"
 #include "collectives/hierarchical.h"
 #include "collectives/host_collectives.h"
+#include "collectives/shares.h"
 #include "core/log.h"
 #include "transports/tcp/tcp_transport.h"
 
@@ -105,6 +107,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   if (!channels.ok()) return channels.status();
   std::unique_ptr<Communicator> comm(new Communicator(rank, std::move(*channels), options));
   comm->peers_ = *table;
+  if (!options.prices.empty()) {
+    absl::StatusOr<PriceTable> prices = PriceTable::Load(options.prices);
+    if (!prices.ok()) return prices.status();
+    comm->prices_ = *std::move(prices);
+  }
   Communicator* raw = comm.get();
   // Channel errors already begin with the peer's description.
   (*transport)->SetFailureCallback([raw](int, const absl::Status& why) { raw->Abort(why); });
@@ -123,6 +130,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   if (options.streams == 0 && comm->size() > 1) {
     if (absl::Status s = comm->ProbeStreams(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("choosing streams per peer: ", s.message()));
+    }
+  }
+  if (options.probe && comm->size() > 1) {
+    if (absl::Status s = comm->ProbeLinks(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("probing links: ", s.message()));
     }
   }
   return comm;
@@ -190,7 +202,8 @@ absl::Status Communicator::CheckBuffers(const Buffer& in, const Buffer& out, siz
 
 std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Status local_check,
                                            std::string algorithm_name, const CallOptions& call,
-                                           Algorithm algorithm) {
+                                           Algorithm algorithm, size_t chunk_bytes,
+                                           std::string plan_detail) {
   auto work = std::make_shared<Work>();
   uint32_t sequence;
   {
@@ -200,6 +213,7 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
   CollectiveReport report;
   report.name = absl::StrFormat("%s #%d", CollectiveName(descriptor.kind), sequence);
   report.algorithm = std::move(algorithm_name);
+  report.plan = std::move(plan_detail);
   descriptor.locally_invalid = !local_check.ok();
   if (!local_check.ok() && !options_.check_args) {
     work->Complete(
@@ -210,7 +224,8 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
   }
   const absl::Duration timeout =
       call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
-  pool_->Submit([this, work, sequence, descriptor, local_check, report, timeout,
+  if (chunk_bytes == 0) chunk_bytes = static_cast<size_t>(options_.chunk_bytes);
+  pool_->Submit([this, work, sequence, descriptor, local_check, report, timeout, chunk_bytes,
                  algorithm = std::move(algorithm)]() mutable {
     if (absl::Status broken = health(); !broken.ok()) {
       work->Complete(
@@ -220,7 +235,7 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
       return;
     }
     CollectiveContext ctx(rank_, size(), &channels_, sequence, report.name, absl::Now() + timeout,
-                          static_cast<size_t>(options_.chunk_bytes), &scratch_);
+                          chunk_bytes, &scratch_);
     const absl::Time start = absl::Now();
     absl::Status checked;
     if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier) {
@@ -243,6 +258,7 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
     report.data_time = absl::Now() - start - report.check_time;
     report.bytes_sent = ctx.bytes_sent();
     report.bytes_received = ctx.bytes_received();
+    AccountEgress(ctx.bytes_sent_to(), report);
     // Ranks stay in step when no data moved and the check's verdict was shared; otherwise the
     // group cannot continue.
     if (!status.ok() && (ran || !verdict)) Abort(status);
@@ -252,19 +268,72 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
   return work;
 }
 
+LinkMatrix Communicator::links() const {
+  MutexLock lock(&mu_);
+  return links_;
+}
+
+absl::StatusOr<AllReducePlan> Communicator::PlanAllReduce(const Buffer& in,
+                                                          const CallOptions& call) const {
+  TunerInput input;
+  input.bytes = in.bytes();
+  input.zone_of = ZoneIndexes();
+  const LinkMatrix matrix = links();
+  input.links = &matrix;
+  input.algo = call.algo.empty() ? options_.algo : call.algo;
+  input.codec_inter = call.codec_inter.empty() ? options_.codec_inter : call.codec_inter;
+  input.codec_intra = call.codec_intra.empty() ? options_.codec_intra : call.codec_intra;
+  input.shares = options_.shares;
+  input.small_message_bytes = static_cast<size_t>(options_.small_message_bytes);
+  input.chunk_bytes = static_cast<size_t>(options_.chunk_bytes);
+  input.codec_encode_bytes_per_s = matrix.auto_codec_bytes_per_s;
+  return ChoosePlan(input);
+}
+
+absl::StatusOr<const Codec*> Communicator::CodecFor(const std::string& spec) {
+  if (spec == "none") return nullptr;
+  MutexLock lock(&mu_);
+  auto it = codecs_.find(spec);
+  if (it == codecs_.end()) {
+    absl::StatusOr<std::unique_ptr<Codec>> codec = MakeCodec(spec);
+    if (!codec.ok()) return codec.status();
+    it = codecs_.emplace(spec, *std::move(codec)).first;
+  }
+  return it->second.get();
+}
+
+void Communicator::AccountEgress(const std::vector<uint64_t>& bytes_sent_to,
+                                 CollectiveReport& report) const {
+  const std::string& mine = peers_.peers[rank_].zone;
+  for (size_t peer = 0; peer < bytes_sent_to.size(); ++peer) {
+    const std::string& theirs = peers_.peers[peer].zone;
+    if (theirs == mine) continue;
+    report.bytes_sent_across_zones += bytes_sent_to[peer];
+    report.egress_usd += bytes_sent_to[peer] / 1e9 * prices_.UsdPerGb(mine, theirs);
+  }
+}
+
 std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& out, ReduceOp op,
                                               const CallOptions& call) {
-  std::string algo = call.algo.empty() ? options_.algo : call.algo;
-  if (algo == "auto") {
-    algo = in.bytes() < static_cast<size_t>(options_.small_message_bytes) ? "halving_doubling"
-                                                                          : "ring";
-  }
   absl::Status check = CheckBuffers(in, out, in.count, in.count);
-  const std::vector<std::string> algorithms = {"ring", "halving_doubling", "hierarchical"};
-  const auto known = std::find(algorithms.begin(), algorithms.end(), algo);
+  absl::StatusOr<AllReducePlan> planned = PlanAllReduce(in, call);
+  if (check.ok() && !planned.ok()) check = planned.status();
+  const AllReducePlan plan = planned.ok() ? *planned : AllReducePlan{};
+  const std::vector<std::string> algorithms = {"ring", "halving_doubling", "hierarchical",
+                                               "butterfly"};
+  const auto known = std::find(algorithms.begin(), algorithms.end(), plan.algorithm);
   if (check.ok() && known == algorithms.end()) {
     check = absl::InvalidArgumentError(absl::StrFormat(
-        "unknown all-reduce algorithm '%s' (ring, halving_doubling, hierarchical)", algo));
+        "unknown all-reduce algorithm '%s' (ring, halving_doubling, hierarchical, butterfly)",
+        plan.algorithm));
+  }
+  // Codecs by link class; a bad spec fails the call on this rank (and so on every rank).
+  const Codec* inter = nullptr;
+  const Codec* intra = nullptr;
+  for (auto [spec, codec] : {std::pair{&plan.codec_inter, &inter}, {&plan.codec_intra, &intra}}) {
+    absl::StatusOr<const Codec*> made = CodecFor(*spec);
+    if (check.ok() && !made.ok()) check = made.status();
+    if (made.ok()) *codec = *made;
   }
   CallDescriptor d{CollectiveKind::kAllReduce,
                    in.dtype,
@@ -272,19 +341,42 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
                    static_cast<uint8_t>(1 + (known - algorithms.begin())),
                    0,
                    in.count};
-  return Launch(d, check, algo, call, [=, this](CollectiveContext& ctx) {
-    if (in.count == 0) return absl::OkStatus();
-    if (size() == 1) {
-      if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
-      return absl::OkStatus();
-    }
-    if (algo == "hierarchical") {
-      return HierarchicalAllReduce(ctx, ZoneIndexes(), in.data, out.data, in.count, in.dtype, op);
-    }
-    return algo == "ring"
-               ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)
-               : HalvingDoublingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
-  });
+  d.plan = plan.Fingerprint();
+  const std::string detail = CodecsApply(in.dtype, op)
+                                 ? absl::StrFormat("%s; codecs inter=%s intra=%s", plan.why,
+                                                   plan.codec_inter, plan.codec_intra)
+                                 : plan.why;
+  std::shared_ptr<Work> work = Launch(
+      d, check, plan.algorithm, call,
+      [=, this](CollectiveContext& ctx) {
+        if (in.count == 0) return absl::OkStatus();
+        if (size() == 1) {
+          if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
+          return absl::OkStatus();
+        }
+        const std::vector<int> zone_of = ZoneIndexes();
+        if (plan.algorithm == "hierarchical") {
+          return HierarchicalAllReduce(ctx, zone_of, in.data, out.data, in.count, in.dtype, op,
+                                       inter, call.feedback);
+        }
+        if (plan.algorithm == "butterfly") {
+          LinkCodecs codecs;
+          bool spans_zones = false;
+          for (int p = 0; p < size(); ++p) {
+            codecs.for_peer.push_back(zone_of[p] == zone_of[rank_] ? intra : inter);
+            spans_zones |= zone_of[p] != zone_of[rank_];
+          }
+          codecs.gather = spans_zones ? inter : intra;
+          codecs.feedback = call.feedback;
+          return ButterflyAllReduce(ctx, in.data, out.data, in.count, in.dtype, op,
+                                    PartsByWeight(in.count, plan.shares), codecs);
+        }
+        return plan.algorithm == "ring"
+                   ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)
+                   : HalvingDoublingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
+      },
+      plan.chunk_bytes, detail);
+  return work;
 }
 
 std::shared_ptr<Work> Communicator::ReduceScatter(const Buffer& in, const Buffer& out, ReduceOp op,

@@ -2,6 +2,7 @@
 #define HMC_COLLECTIVES_COMMUNICATOR_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,9 +11,14 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collectives/arg_check.h"
+#include "collectives/butterfly.h"
+#include "collectives/codecs/codec.h"
 #include "collectives/collective_context.h"
+#include "collectives/egress.h"
+#include "collectives/link_probe.h"
 #include "collectives/scratch_pool.h"
 #include "collectives/stream_probe.h"
+#include "collectives/tuner.h"
 #include "collectives/work.h"
 #include "collectives/worker_pool.h"
 #include "core/buffer.h"
@@ -28,6 +34,11 @@ namespace hmc {
 struct CallOptions {
   std::string algo;                               // Empty: the communicator's `algo`.
   absl::Duration timeout = absl::ZeroDuration();  // Zero: the communicator's `timeout`.
+  std::string codec_inter;                        // Empty: the communicator's `codec_inter`.
+  std::string codec_intra;                        // Empty: the communicator's `codec_intra`.
+  // Error feedback for lossy codecs: the caller keeps one per tensor (gradient bucket) and passes
+  // it with that tensor every step; null: none. It must outlive the call.
+  CodecFeedback* feedback = nullptr;
 };
 
 // A group of ranks that run collectives together. Every rank must issue the same collectives in
@@ -78,14 +89,28 @@ class Communicator {
   std::vector<LinkStats> link_stats() const;
   // The streams per peer in use, and what the probe at creation measured to choose them.
   const StreamChoice& stream_choice() const { return stream_choice_; }
+  // Round trips and rates between every pair of ranks, measured at creation (option `probe`) or
+  // by the last ProbeLinks; unmeasured (size 0) without a probe.
+  LinkMatrix links() const;
+  // Measures the link matrix again (a few seconds at most) and shares it through the
+  // coordinator. Collective: every rank calls it, with no other call in flight.
+  absl::Status ProbeLinks();
+  // The plan the tuner makes for an all-reduce of `in` with these call options.
+  absl::StatusOr<AllReducePlan> PlanAllReduce(const Buffer& in, const CallOptions& call = {}) const;
 
  private:
   using Algorithm = std::function<absl::Status(CollectiveContext&)>;
 
   Communicator(int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options);
+  // `chunk_bytes` 0: the option's. `plan_detail` goes into the report.
   std::shared_ptr<Work> Launch(CallDescriptor descriptor, absl::Status local_check,
                                std::string algorithm_name, const CallOptions& call,
-                               Algorithm algorithm);
+                               Algorithm algorithm, size_t chunk_bytes = 0,
+                               std::string plan_detail = "");
+  // The codec for a spec, made once and kept; null for "none".
+  absl::StatusOr<const Codec*> CodecFor(const std::string& spec);
+  // Egress of one call from this rank: bytes to other zones and their cost.
+  void AccountEgress(const std::vector<uint64_t>& bytes_sent_to, CollectiveReport& report) const;
   // Why a buffer pair cannot be used, checked before the call is launched.
   absl::Status CheckBuffers(const Buffer& in, const Buffer& out, size_t in_count,
                             size_t out_count) const;
@@ -101,6 +126,8 @@ class Communicator {
   std::vector<std::shared_ptr<Channel>> channels_;
   PeerTable peers_;
   StreamChoice stream_choice_;
+  PriceTable prices_ = PriceTable::Default();
+  uint32_t probe_generation_ = 0;  // Keys each probe's rows apart in the coordinator.
   std::unique_ptr<CoordinatorClient> coordinator_;
   std::unique_ptr<Transport> transport_;
   ScratchPool scratch_;
@@ -111,6 +138,8 @@ class Communicator {
   std::vector<uint32_t> sends_to_ ABSL_GUARDED_BY(mu_);  // Point-to-point counts per peer.
   std::vector<uint32_t> receives_from_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  LinkMatrix links_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<Codec>> codecs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hmc

@@ -28,7 +28,7 @@ Range ElementsOf(size_t count, int shards, std::pair<int, int> held) {
 
 absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int>& zone_of,
                                    const void* in, void* out_ptr, size_t count, DType dtype,
-                                   ReduceOp op) {
+                                   ReduceOp op, const Codec* inter_codec, CodecFeedback* feedback) {
   // Zones in order of their first rank; members in rank order.
   std::vector<std::vector<int>> zones;
   std::map<int, size_t> zone_index;
@@ -44,10 +44,9 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
   int shards = 0;
   for (const auto& z : zones) shards = std::max(shards, static_cast<int>(z.size()));
   const int zone_count = static_cast<int>(zones.size());
-  if (static_cast<uint64_t>(shards) * zone_count >= 4096) {
+  if (shards >= 4096) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "hierarchical all-reduce: %d zones of up to %d ranks exceed the tag's step field",
-        zone_count, shards));
+        "hierarchical all-reduce: a zone of %d ranks exceeds the tag's step field", shards));
   }
 
   const auto [acc_type, es, src, acc] = PrepareAccumulation(ctx, in, out_ptr, count, dtype);
@@ -79,11 +78,15 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
         if (shard >= held.first && shard < held.second) holders.push_back(z[k]);
       }
     }
-    CollectiveContext cross(ctx, holders, static_cast<uint32_t>(shard * zone_count));
+    CollectiveContext cross(ctx, holders, static_cast<uint32_t>(shard));
     const Range r = BlockOf(count, shards, shard);
     if (r.count == 0) continue;  // Fewer elements than shards: every holder skips it alike.
-    absl::Status s =
-        RingAllReduce(cross, acc + r.begin * es, acc + r.begin * es, r.count, acc_type, cross_op);
+    std::vector<Range> parts;
+    for (int z = 0; z < zone_count; ++z) parts.push_back(BlockOf(r.count, zone_count, z));
+    LinkCodecs codecs{std::vector<const Codec*>(zone_count, inter_codec), inter_codec, feedback,
+                      r.begin};
+    absl::Status s = ButterflyAllReduce(cross, acc + r.begin * es, acc + r.begin * es, r.count,
+                                        acc_type, cross_op, parts, codecs);
     if (!s.ok()) return s;
   }
   // 3. Round this rank's block once, then gather the zone's blocks as bytes.

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "collectives/butterfly.h"
 #include "collectives/collective_context.h"
 #include "core/dtype.h"
 #include "core/reduce_op.h"
@@ -16,12 +17,15 @@ namespace hmc {
 // 1/k share), then all-gather inside each zone. The vector is cut into S shards, S the size of the
 // largest zone; in a zone of m ranks, local rank j holds shards [j·S/m, (j+1)·S/m), so zones of
 // uneven size work (a rank of a small zone holds several shards and joins one cross-zone group
-// per shard, in shard order). `zone_of[r]` is rank r's zone, any small integer. Partial sums stay
-// in the accumulator type until the cross-zone step ends; then each shard is rounded once and
-// relayed as bytes, so every rank ends bit-identical.
+// per shard, in shard order). `zone_of[r]` is rank r's zone, any small integer. The cross-zone
+// step is a butterfly among the shard's holders (one hop over the long links), its messages
+// encoded with `inter_codec` where codecs apply (null: raw). Partial sums stay in the
+// accumulator type until the cross-zone step ends; then each shard is rounded once and relayed as
+// bytes, so every rank ends bit-identical.
 absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int>& zone_of,
                                    const void* in, void* out, size_t count, DType dtype,
-                                   ReduceOp op);
+                                   ReduceOp op, const Codec* inter_codec = nullptr,
+                                   CodecFeedback* feedback = nullptr);
 
 }  // namespace hmc
 

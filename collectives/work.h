@@ -16,10 +16,13 @@ namespace hmc {
 struct CollectiveReport {
   std::string name;       // "allreduce #12".
   std::string algorithm;  // "ring", "halving_doubling", "chain", "direct".
+  std::string plan;       // All-reduce: codecs, shares and why the tuner chose the algorithm.
   uint64_t bytes_sent = 0;
   uint64_t bytes_received = 0;
-  absl::Duration check_time;  // Argument check (one round trip).
-  absl::Duration data_time;   // Moving and reducing data.
+  uint64_t bytes_sent_across_zones = 0;  // Of bytes_sent, to ranks in other zones.
+  double egress_usd = 0;                 // What this rank's sends cost at the price table.
+  absl::Duration check_time;             // Argument check (one round trip).
+  absl::Duration data_time;              // Moving and reducing data.
 };
 
 // An asynchronous collective. The communicator completes it once; any thread may wait.

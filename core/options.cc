@@ -49,11 +49,27 @@ const OptionSpec kOptionTable[] = {
     {"max_unexpected_bytes", &Options::max_unexpected_bytes,
      "Memory for messages that arrive before their receive is posted; beyond it reading pauses."},
     {"algo", &Options::algo,
-     "All-reduce algorithm: auto, ring, halving_doubling or hierarchical (zone-aware: inside each "
-     "zone, then across zones in parallel shards)."},
+     "All-reduce algorithm: auto (the tuner), ring, halving_doubling, butterfly (direct, with "
+     "bandwidth-weighted shares) or hierarchical (inside each zone, then across zones in parallel "
+     "shards)."},
+    {"codec_inter", &Options::codec_inter,
+     "Codec on links between zones: none, fp16, bf16, int8[:block=N], uniform8, quantile8, "
+     "topk[:ratio=R], powersgd[:rank=R], or auto (int8 where it beats the link). Lossy codecs "
+     "apply to f32/f16/bf16 sums and averages (butterfly and hierarchical)."},
+    {"codec_intra", &Options::codec_intra, "Codec on links inside a zone (as codec_inter)."},
+    {"shares", &Options::shares,
+     "Butterfly: the share each rank reduces: auto (balanced from measured bandwidth), equal, or "
+     "one non-negative weight per rank, comma-separated."},
+    {"probe", &Options::probe,
+     "Measure round trip and bandwidth between every pair of ranks at creation (bounded: about "
+     "20 round trips of the longest link, at most 2 s)."},
+    {"prices", &Options::prices,
+     "Egress price table (lines FROM_ZONE TO_ZONE USD_PER_GB); empty: built-in cloud prices."},
     {"small_message_bytes", &Options::small_message_bytes,
      "auto uses halving-doubling below this size and the pipelined ring from it."},
-    {"chunk_bytes", &Options::chunk_bytes, "Pipeline segment size of ring and broadcast."},
+    {"chunk_bytes", &Options::chunk_bytes,
+     "Largest pipeline segment; all-reduce uses at most a quarter of each rank's part (at least "
+     "64 KiB) so that short vectors pipeline too."},
     {"check_args", &Options::check_args,
      "Compare count, dtype, op and root across ranks before data moves."},
     {"workers", &Options::workers, "Threads that run collectives; several may be in flight."},
@@ -131,9 +147,9 @@ absl::Status Validate(const Options& o) {
     return absl::InvalidArgumentError(absl::StrFormat("workers=%d: must be 1..64", o.workers));
   }
   if (o.algo != "auto" && o.algo != "ring" && o.algo != "halving_doubling" &&
-      o.algo != "hierarchical") {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("algo=%s: must be auto, ring, halving_doubling or hierarchical", o.algo));
+      o.algo != "butterfly" && o.algo != "hierarchical") {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "algo=%s: must be auto, ring, halving_doubling, butterfly or hierarchical", o.algo));
   }
   if (o.max_frame_bytes < 4096 || o.max_unexpected_bytes < 0 || o.stripe_min_bytes < 1 ||
       o.socket_buffer_bytes < 0 || o.small_message_bytes < 0 || o.pull_min_bytes < 0) {

@@ -37,7 +37,12 @@ struct Options {
   int64_t max_unexpected_bytes = int64_t{256} << 20;
 
   // Collectives.
-  std::string algo = "auto";  // auto, ring or halving_doubling.
+  std::string algo = "auto";         // auto, ring, halving_doubling, butterfly or hierarchical.
+  std::string codec_inter = "none";  // Codec on links between zones; auto: the tuner's choice.
+  std::string codec_intra = "none";  // Codec on links inside a zone.
+  std::string shares = "auto";       // Butterfly shares: auto, equal or one weight per rank.
+  bool probe = true;                 // Measure every link at creation.
+  std::string prices;                // Egress price table file; empty: the built-in one.
   int64_t small_message_bytes = 256 << 10;
   int64_t chunk_bytes = 2 << 20;  // Pipeline segment.
   bool check_args = true;

@@ -8,40 +8,22 @@
 #include "collectives/check_pattern.h"
 #include "collectives/communicator.h"
 #include "core/frame.h"
+#include "tests/testing/inproc_group.h"
 #include "transports/inproc/inproc_transport.h"
 
 namespace hmc {
 namespace {
 
-// Runs body(rank, communicator) on `n` threads, one communicator each.
-void RunGroup(int n, const std::function<void(int, Communicator&)>& body,
-              Options options = Options(), const std::vector<std::string>& zones = {}) {
-  auto fabric = std::make_shared<InprocFabric>();
-  std::vector<PeerAddress> peers;
-  for (int r = 0; r < n; ++r) peers.push_back(PeerAddress{r, "", ""});
-  options.chunk_bytes = 4096;  // Small segments exercise the pipelines.
-  options.timeout = absl::Seconds(60);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      InprocTransport transport(fabric, r);
-      auto channels = transport.ConnectAll(r, peers, absl::InfiniteFuture());
-      ASSERT_TRUE(channels.ok());
-      auto comm = Communicator::CreateFromChannels(r, *channels, options, zones);
-      body(r, *comm);
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
 struct Case {
   int ranks;
   const char* algo;
-  const char* zones = "";  // One letter per rank: its zone.
+  const char* zones = "";   // One letter per rank: its zone.
+  const char* shares = "";  // Butterfly weights per rank ("" = equal).
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.algo << " on " << c.ranks << " ranks" << (*c.zones ? " in zones " : "") << c.zones;
+  *os << c.algo << " on " << c.ranks << " ranks" << (*c.zones ? " in zones " : "") << c.zones
+      << (*c.shares ? " with shares " : "") << c.shares;
 }
 
 class InprocAllReduce : public testing::TestWithParam<Case> {};
@@ -50,6 +32,8 @@ TEST_P(InprocAllReduce, MatchesReferenceAndIsBitIdentical) {
   const Case c = GetParam();
   std::vector<std::string> zones;
   for (const char* z = c.zones; *z != 0; ++z) zones.emplace_back(1, *z);
+  Options options;
+  if (*c.shares) options.shares = c.shares;
   RunGroup(
       c.ranks,
       [&](int rank, Communicator& comm) {
@@ -74,25 +58,27 @@ TEST_P(InprocAllReduce, MatchesReferenceAndIsBitIdentical) {
           }
         }
       },
-      Options(), zones);
+      options, zones);
 }
 
-INSTANTIATE_TEST_SUITE_P(Groups, InprocAllReduce,
-                         testing::Values(Case{1, "ring"}, Case{2, "ring"}, Case{3, "ring"},
-                                         Case{5, "ring"}, Case{2, "halving_doubling"},
-                                         Case{3, "halving_doubling"}, Case{4, "halving_doubling"},
-                                         Case{6, "halving_doubling"}, Case{7, "halving_doubling"},
-                                         // Even zones, uneven zones (a zone of one holds every
-                                         // shard), ranks of a zone not adjacent, and one zone.
-                                         Case{4, "hierarchical", "aabb"},
-                                         Case{6, "hierarchical", "aaabbc"},
-                                         Case{5, "hierarchical", "ababa"},
-                                         Case{3, "hierarchical", "aaa"}),
-                         [](const testing::TestParamInfo<Case>& info) {
-                           return std::string(info.param.algo) + "_" +
-                                  std::to_string(info.param.ranks) + "_ranks" +
-                                  (*info.param.zones ? std::string("_") + info.param.zones : "");
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Groups, InprocAllReduce,
+    testing::Values(Case{1, "ring"}, Case{2, "ring"}, Case{3, "ring"}, Case{5, "ring"},
+                    Case{2, "halving_doubling"}, Case{3, "halving_doubling"},
+                    Case{4, "halving_doubling"}, Case{6, "halving_doubling"},
+                    Case{7, "halving_doubling"},
+                    // Even zones, uneven zones (a zone of one holds every
+                    // shard), ranks of a zone not adjacent, and one zone.
+                    Case{4, "hierarchical", "aabb"}, Case{6, "hierarchical", "aaabbc"},
+                    Case{5, "hierarchical", "ababa"}, Case{3, "hierarchical", "aaa"},
+                    // Equal shares; weighted ones, one of them zero.
+                    Case{2, "butterfly"}, Case{3, "butterfly"}, Case{5, "butterfly", "aabbc"},
+                    Case{4, "butterfly", "", "1,0,3,2.5"}, Case{3, "butterfly", "", "0,0,1"}),
+    [](const testing::TestParamInfo<Case>& info) {
+      return std::string(info.param.algo) + "_" + std::to_string(info.param.ranks) + "_ranks" +
+             (*info.param.zones ? std::string("_") + info.param.zones : "") +
+             (*info.param.shares ? "_weighted" + std::to_string(info.index) : "");
+    });
 
 // The argument check exchanges small messages with every peer; counting bytes needs it off.
 Options NoArgumentCheck() {

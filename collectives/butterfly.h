@@ -1,0 +1,49 @@
+#ifndef HMC_COLLECTIVES_BUTTERFLY_H_
+#define HMC_COLLECTIVES_BUTTERFLY_H_
+
+#include <cstddef>
+#include <map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "collectives/codecs/codec.h"
+#include "collectives/collective_context.h"
+#include "collectives/partition.h"
+#include "core/dtype.h"
+#include "core/reduce_op.h"
+
+namespace hmc {
+
+// Error-feedback state of one tensor's encodings, keyed by the first element of each encoded
+// segment: this rank's contributions, and the results it owns (what one step's rounding of the
+// average leaves out is added to the next step's). The caller keeps it from step to step (one
+// per gradient bucket).
+using CodecFeedback = std::map<size_t, CodecState>;
+
+// The codecs of one call. Null means raw bytes.
+struct LinkCodecs {
+  // What this rank sends to each peer (indexed by rank in the context) in the reduce-scatter.
+  // Links are symmetric: the peer uses the same codec towards this rank.
+  std::vector<const Codec*> for_peer;
+  // Each owner's reduced part in the all-gather: one encoding that every receiver decodes alike.
+  const Codec* gather = nullptr;
+  CodecFeedback* feedback = nullptr;  // May be null: no error feedback.
+  size_t feedback_key_base = 0;       // Added to keys: where this vector starts in the tensor.
+};
+
+// Whether codecs can carry a reduction: lossy f32 values only add up (sum or average).
+bool CodecsApply(DType dtype, ReduceOp op);
+
+// Butterfly (direct) all-reduce: rank r owns `parts[r]` of the vector (parts may differ in size,
+// and be empty); every rank sends each owner its contribution to that part, the owner reduces
+// it, then sends the result to every rank. Each message travels one hop, as a pipeline of
+// chunk-sized segments. With codecs (only where CodecsApply), contributions are encoded per link,
+// and each owner encodes its result once, relays those bytes, and itself keeps
+// decode(encode(result)), so all ranks end bit-identical.
+absl::Status ButterflyAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
+                                DType dtype, ReduceOp op, const std::vector<Range>& parts,
+                                const LinkCodecs& codecs);
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_BUTTERFLY_H_

@@ -1,0 +1,243 @@
+#include "collectives/link_probe.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "collectives/communicator.h"
+#include "collectives/stream_probe.h"
+#include "collectives/tuner.h"
+
+namespace hmc {
+namespace {
+
+constexpr int kPings = 5;
+constexpr size_t kChunkBytes = 256 << 10;
+constexpr size_t kChunksPerStream = 2;
+
+}  // namespace
+
+std::vector<double> LinkMatrix::PeerBandwidth() const {
+  std::vector<double> out(size, 0.0), in(size, 0.0), both(size, 0.0);
+  for (int a = 0; a < size; ++a) {
+    for (int b = 0; b < size; ++b) {
+      out[a] += rate(a, b);
+      in[b] += rate(a, b);
+    }
+  }
+  for (int r = 0; r < size; ++r) both[r] = std::min(out[r], in[r]);
+  return both;
+}
+
+double LinkMatrix::SlowestRate(const std::vector<int>& zone_of, bool across_zones) const {
+  double slowest = 0;
+  for (int a = 0; a < size; ++a) {
+    for (int b = 0; b < size; ++b) {
+      if (a == b || rate(a, b) <= 0 || (zone_of[a] != zone_of[b]) != across_zones) continue;
+      slowest = slowest == 0 ? rate(a, b) : std::min(slowest, rate(a, b));
+    }
+  }
+  return slowest;
+}
+
+double LinkMatrix::LongestRtt() const {
+  return rtt_ms.empty() ? 0 : *std::max_element(rtt_ms.begin(), rtt_ms.end());
+}
+
+std::string LinkMatrix::SerializeRow(int rank) const {
+  std::vector<std::string> fields;
+  for (int from = 0; from < size; ++from) {
+    fields.push_back(absl::StrFormat("%.6g/%.6g", rtt(from, rank), rate(from, rank)));
+  }
+  return absl::StrJoin(fields, ",");
+}
+
+absl::Status LinkMatrix::ParseRow(int rank, absl::string_view text) {
+  const std::vector<absl::string_view> fields = absl::StrSplit(text, ',');
+  if (static_cast<int>(fields.size()) != size) {
+    return absl::DataLossError(absl::StrFormat("link row of rank %d has %d entries, expected %d",
+                                               rank, fields.size(), size));
+  }
+  for (int from = 0; from < size; ++from) {
+    const std::vector<absl::string_view> pair = absl::StrSplit(fields[from], '/');
+    double rtt = 0, rate = 0;
+    if (pair.size() != 2 || !absl::SimpleAtod(pair[0], &rtt) || !absl::SimpleAtod(pair[1], &rate)) {
+      return absl::DataLossError(
+          absl::StrFormat("link row of rank %d: bad entry '%s'", rank, fields[from]));
+    }
+    rtt_ms[from * size + rank] = rtt;
+    mbit[from * size + rank] = rate;
+  }
+  return absl::OkStatus();
+}
+
+std::string LinkMatrix::ToTable() const {
+  std::string text;
+  for (const bool rates : {false, true}) {
+    absl::StrAppend(&text, rates ? "# Mbit/s while every link carried data (row: sender; "
+                                   "-: inside a host, not measured)\n"
+                                 : "# round trip, ms (row: sender)\n");
+    absl::StrAppend(&text, "#  from\\to");
+    for (int to = 0; to < size; ++to) absl::StrAppend(&text, absl::StrFormat(" %8d", to));
+    absl::StrAppend(&text, "\n");
+    for (int from = 0; from < size; ++from) {
+      absl::StrAppend(&text, absl::StrFormat("# %8d", from));
+      for (int to = 0; to < size; ++to) {
+        const double v = rates ? rate(from, to) : rtt(from, to);
+        absl::StrAppend(&text, from == to || (rates && v <= 0) ? absl::StrFormat(" %8s", "-")
+                                                               : absl::StrFormat(" %8.1f", v));
+      }
+      absl::StrAppend(&text, "\n");
+    }
+  }
+  return text;
+}
+
+absl::Status Communicator::ProbeLinks() {
+  const int n = size();
+  LinkMatrix matrix;
+  matrix.size = n;
+  matrix.rtt_ms.assign(n * n, 0.0);
+  matrix.mbit.assign(n * n, 0.0);
+  auto wait = [](const std::shared_ptr<Work>& w) { return w->Wait(); };
+
+  // Round trips: with each peer at once, a thread per peer. Both sides ping first, then answer
+  // the other's ping, so each answer leaves as soon as its ping arrives.
+  std::vector<absl::Status> errors(n);
+  std::vector<std::thread> threads;
+  for (int p = 0; p < n; ++p) {
+    if (p == rank_) continue;
+    threads.emplace_back([&, p] {
+      int64_t ping = 0, got = 0;
+      double best = 1e300;
+      for (int i = 0; i < kPings && errors[p].ok(); ++i) {
+        const absl::Time start = absl::Now();
+        auto sent = Send(Buffer{&ping, 1, DType::kI64}, p);
+        errors[p] = wait(Recv(Buffer{&got, 1, DType::kI64}, p));
+        if (errors[p].ok()) errors[p] = wait(Send(Buffer{&ping, 1, DType::kI64}, p));
+        if (errors[p].ok()) errors[p] = wait(Recv(Buffer{&got, 1, DType::kI64}, p));
+        if (absl::Status s = wait(sent); errors[p].ok()) errors[p] = s;
+        best = std::min(best, absl::ToDoubleMilliseconds(absl::Now() - start));
+      }
+      matrix.rtt_ms[p * n + rank_] = best;
+    });
+  }
+  for (auto& t : threads) t.join();
+  threads.clear();
+  for (const absl::Status& s : errors) {
+    if (!s.ok()) return s;
+  }
+  // Long enough to leave slow start behind on the longest link (as the streams probe).
+  double window_s = std::clamp(matrix.LongestRtt() * 20 / 1000, 0.1, 2.0);
+  const Buffer window_buffer{&window_s, 1, DType::kF64};
+  if (absl::Status s = AllReduce(window_buffer, window_buffer, ReduceOp::kMax)->Wait(); !s.ok()) {
+    return s;
+  }
+
+  // Rates: every rank streams to every peer at once for the window, a sender and a receiver
+  // thread per peer; links inside the host only send their end marker.
+  const absl::Duration window = absl::Seconds(window_s);
+  std::vector<uint8_t> chunk(kChunkBytes, 0), last(kChunkBytes, 0);
+  last[0] = 1;
+  std::vector<absl::Status> send_errors(n);
+  for (int p = 0; p < n; ++p) {
+    if (p == rank_) continue;
+    threads.emplace_back([&, p] {
+      const bool local = channels_[p]->local();
+      const size_t depth = kChunksPerStream * channels_[p]->active_streams();
+      const absl::Time stop = absl::Now() + window;
+      std::vector<std::shared_ptr<Work>> in_flight;
+      while (!local && absl::Now() < stop && send_errors[p].ok()) {
+        if (in_flight.size() >= depth) {
+          send_errors[p] = wait(in_flight.front());
+          in_flight.erase(in_flight.begin());
+        }
+        in_flight.push_back(Send(Buffer{chunk.data(), chunk.size(), DType::kU8}, p));
+      }
+      in_flight.push_back(Send(Buffer{last.data(), last.size(), DType::kU8}, p));
+      for (auto& w : in_flight) {
+        if (absl::Status s = wait(w); send_errors[p].ok()) send_errors[p] = s;
+      }
+    });
+    threads.emplace_back([&, p] {
+      std::vector<uint8_t> received(kChunkBytes);
+      RateMeter meter(absl::Now());
+      for (bool done = false; !done;) {
+        errors[p] = wait(Recv(Buffer{received.data(), received.size(), DType::kU8}, p));
+        if (!errors[p].ok()) return;
+        meter.Arrived(absl::Now(), received.size());
+        done = received[0] == 1;
+      }
+      if (!channels_[p]->local()) matrix.mbit[p * n + rank_] = meter.Mbit();
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int p = 0; p < n; ++p) {
+    if (!errors[p].ok()) return errors[p];
+    if (!send_errors[p].ok()) return send_errors[p];
+  }
+
+  // The auto codec's speed on the slowest rank, so that every rank makes the same choice.
+  absl::StatusOr<std::unique_ptr<Codec>> codec = MakeCodec(kAutoCodec);
+  if (!codec.ok()) return codec.status();
+  std::vector<float> values(1 << 20);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 977) - 488.0f;
+  std::vector<uint8_t> encoded((*codec)->MaxEncodedBytes(values.size()));
+  double speed = 0;
+  for (int i = 0; i < 3; ++i) {
+    const absl::Time start = absl::Now();
+    (*codec)->Encode(values.data(), values.size(), encoded.data());
+    speed = std::max(speed, values.size() * sizeof(float) /
+                                std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start)));
+  }
+  const Buffer speed_buffer{&speed, 1, DType::kF64};
+  if (absl::Status s = AllReduce(speed_buffer, speed_buffer, ReduceOp::kMin)->Wait(); !s.ok()) {
+    return s;
+  }
+  matrix.auto_codec_bytes_per_s = speed;
+
+  // Share the rows: through the coordinator where there is one, so that tools and later
+  // communicators of the world can read the matrix; otherwise over the channels.
+  if (coordinator_ != nullptr) {
+    const std::string prefix =
+        absl::StrFormat("hmc/links/%s/%d/", options_.world_id, probe_generation_++);
+    const absl::Time deadline = absl::Now() + options_.connect_timeout;
+    if (absl::Status s =
+            coordinator_->Put(absl::StrCat(prefix, rank_), matrix.SerializeRow(rank_), deadline);
+        !s.ok()) {
+      return s;
+    }
+    for (int r = 0; r < n; ++r) {
+      if (r == rank_) continue;
+      absl::StatusOr<std::string> row = coordinator_->Get(absl::StrCat(prefix, r), deadline);
+      if (!row.ok()) return row.status();
+      if (absl::Status s = matrix.ParseRow(r, *row); !s.ok()) return s;
+    }
+  } else {
+    std::vector<double> mine(2 * n), all(2 * n * n);
+    for (int from = 0; from < n; ++from) {
+      mine[from] = matrix.rtt(from, rank_);
+      mine[n + from] = matrix.rate(from, rank_);
+    }
+    absl::Status s = AllGather(Buffer{mine.data(), mine.size(), DType::kF64},
+                               Buffer{all.data(), all.size(), DType::kF64})
+                         ->Wait();
+    if (!s.ok()) return s;
+    for (int to = 0; to < n; ++to) {
+      for (int from = 0; from < n; ++from) {
+        matrix.rtt_ms[from * n + to] = all[2 * n * to + from];
+        matrix.mbit[from * n + to] = all[2 * n * to + n + from];
+      }
+    }
+  }
+  MutexLock lock(&mu_);
+  links_ = std::move(matrix);
+  return absl::OkStatus();
+}
+
+}  // namespace hmc

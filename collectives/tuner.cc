@@ -1,0 +1,112 @@
+#include "collectives/tuner.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "collectives/shares.h"
+#include "core/frame.h"
+
+namespace hmc {
+namespace {
+
+constexpr double kImbalanceForShares = 1.5;
+constexpr size_t kMinChunkBytes = 64 << 10;
+
+bool Auto(const std::string& choice) { return choice.empty() || choice == "auto"; }
+
+absl::StatusOr<std::vector<double>> ParseWeights(const std::string& text, size_t ranks) {
+  std::vector<double> weights;
+  for (absl::string_view item : absl::StrSplit(text, ',')) {
+    double w;
+    if (!absl::SimpleAtod(item, &w) || w < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("shares=%s: '%s' is not a non-negative number", text, item));
+    }
+    weights.push_back(w);
+  }
+  if (weights.size() != ranks) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "shares=%s: %d weights for %d ranks (or use auto or equal)", text, weights.size(), ranks));
+  }
+  return weights;
+}
+
+// Mbit/s that one core encodes with the auto codec; a link slower than half of it gains.
+std::string AutoCodec(double slowest_mbit, double encode_bytes_per_s) {
+  if (slowest_mbit <= 0 || encode_bytes_per_s <= 0) return "none";
+  return slowest_mbit < 0.5 * encode_bytes_per_s * 8 / 1e6 ? kAutoCodec : "none";
+}
+
+}  // namespace
+
+uint32_t AllReducePlan::Fingerprint() const {
+  // Shares enter as the parts they produce at a fixed resolution, immune to the last bits. The
+  // checksum is the wire's: the same in every process (absl::Hash is seeded per process).
+  std::string text =
+      absl::StrFormat("%s|%s|%s|%d|", algorithm, codec_inter, codec_intra, chunk_bytes);
+  for (const Range& r : PartsByWeight(1 << 20, shares))
+    absl::StrAppendFormat(&text, "%d,", r.count);
+  return Checksum(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+absl::StatusOr<AllReducePlan> ChoosePlan(const TunerInput& in) {
+  const size_t n = in.zone_of.size();
+  const bool measured = in.links != nullptr && in.links->measured();
+  const std::set<int> zones(in.zone_of.begin(), in.zone_of.end());
+  std::map<int, int> zone_sizes;
+  for (int z : in.zone_of) ++zone_sizes[z];
+  int largest_zone = 0;
+  for (const auto& [zone, size] : zone_sizes) largest_zone = std::max(largest_zone, size);
+  std::vector<double> bandwidth = measured ? in.links->PeerBandwidth() : std::vector<double>();
+  double imbalance = 1;
+  if (measured) {
+    const auto [lo, hi] = std::minmax_element(bandwidth.begin(), bandwidth.end());
+    imbalance = *lo > 0 ? *hi / *lo : 1;
+  }
+
+  AllReducePlan plan;
+  if (!Auto(in.algo)) {
+    plan.algorithm = in.algo;
+    plan.why = "forced";
+  } else if (in.bytes < in.small_message_bytes) {
+    plan.algorithm = "halving_doubling";
+    plan.why = "small message";
+  } else if (zones.size() > 1 && largest_zone > 1) {
+    plan.algorithm = "hierarchical";
+    plan.why = "several zones";
+  } else if (measured && imbalance > kImbalanceForShares) {
+    plan.algorithm = "butterfly";
+    plan.why = absl::StrFormat("peer bandwidths differ %.1fx", imbalance);
+  } else {
+    plan.algorithm = "ring";
+    plan.why = measured ? "balanced links" : "no measurements";
+  }
+
+  if (in.shares == "equal" || (Auto(in.shares) && !measured)) {
+    plan.shares.assign(n, 1.0 / static_cast<double>(n));
+  } else if (Auto(in.shares)) {
+    plan.shares = BalancedShares(bandwidth);
+  } else {
+    absl::StatusOr<std::vector<double>> weights = ParseWeights(in.shares, n);
+    if (!weights.ok()) return weights.status();
+    plan.shares = *weights;
+  }
+
+  const double inter = measured ? in.links->SlowestRate(in.zone_of, /*across_zones=*/true) : 0;
+  const double intra = measured ? in.links->SlowestRate(in.zone_of, /*across_zones=*/false) : 0;
+  plan.codec_inter =
+      Auto(in.codec_inter) ? AutoCodec(inter, in.codec_encode_bytes_per_s) : in.codec_inter;
+  plan.codec_intra =
+      Auto(in.codec_intra) ? AutoCodec(intra, in.codec_encode_bytes_per_s) : in.codec_intra;
+
+  const size_t per_rank = in.bytes / std::max<size_t>(1, n);
+  plan.chunk_bytes = std::min(in.chunk_bytes, std::max(kMinChunkBytes, per_rank / 4));
+  return plan;
+}
+
+}  // namespace hmc

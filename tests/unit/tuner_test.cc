@@ -1,0 +1,176 @@
+// The share solver, the tuner's rules, egress prices and the link matrix's wire form.
+#include "collectives/tuner.h"
+
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "absl/strings/match.h"
+#include "collectives/egress.h"
+#include "collectives/link_probe.h"
+#include "collectives/shares.h"
+
+namespace hmc {
+namespace {
+
+// The slowest peer's time under the butterfly's model, for a vector of size 1.
+double SlowestTime(const std::vector<double>& shares, const std::vector<double>& bandwidth) {
+  const double n = static_cast<double>(shares.size());
+  double worst = 0;
+  for (size_t i = 0; i < shares.size(); ++i) {
+    worst = std::max(worst, (1 + (n - 2) * shares[i]) / bandwidth[i]);
+  }
+  return worst;
+}
+
+TEST(BalancedShares, EqualLinksGetEqualShares) {
+  for (double s : BalancedShares({100, 100, 100, 100})) EXPECT_NEAR(s, 0.25, 1e-9);
+}
+
+TEST(BalancedShares, APeerAtATenthReducesNothingAndTheSlowestTimeDrops) {
+  const std::vector<double> bandwidth = {1000, 1000, 1000, 1000, 1000, 100};
+  const std::vector<double> shares = BalancedShares(bandwidth);
+  EXPECT_NEAR(std::accumulate(shares.begin(), shares.end(), 0.0), 1.0, 1e-9);
+  EXPECT_EQ(shares[5], 0.0);
+  for (int i = 0; i < 5; ++i) EXPECT_NEAR(shares[i], 0.2, 1e-9);
+  const std::vector<double> equal(6, 1.0 / 6);
+  EXPECT_LT(SlowestTime(shares, bandwidth), SlowestTime(equal, bandwidth) / 1.6);
+}
+
+TEST(BalancedShares, NoBetterSplitExistsNearby) {
+  const std::vector<double> bandwidth = {300, 120, 900, 450, 60};
+  const std::vector<double> shares = BalancedShares(bandwidth);
+  const double best = SlowestTime(shares, bandwidth);
+  // Moving a little share from any peer to any other makes the slowest peer slower.
+  for (size_t from = 0; from < shares.size(); ++from) {
+    for (size_t to = 0; to < shares.size(); ++to) {
+      if (from == to || shares[from] < 0.01) continue;
+      std::vector<double> moved = shares;
+      moved[from] -= 0.01;
+      moved[to] += 0.01;
+      EXPECT_GE(SlowestTime(moved, bandwidth), best - 1e-12) << from << "->" << to;
+    }
+  }
+}
+
+TEST(PartsByWeight, CoverEveryElementOnceInProportion) {
+  const std::vector<Range> parts = PartsByWeight(1000, {1, 0, 3});
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0].begin, 0u);
+  EXPECT_EQ(parts[0].count, 250u);
+  EXPECT_EQ(parts[1].count, 0u);
+  EXPECT_EQ(parts[2].begin, 250u);
+  EXPECT_EQ(parts[2].count, 750u);
+  for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000003}}) {
+    size_t at = 0;
+    for (const Range& r : PartsByWeight(count, {0.3, 0.1, 0.1, 0.5})) {
+      EXPECT_EQ(r.begin, at);
+      at = r.end();
+    }
+    EXPECT_EQ(at, count);
+  }
+}
+
+LinkMatrix Matrix(const std::vector<std::vector<double>>& mbit, double rtt_ms) {
+  LinkMatrix m;
+  m.size = static_cast<int>(mbit.size());
+  for (int a = 0; a < m.size; ++a) {
+    for (int b = 0; b < m.size; ++b) {
+      m.mbit.push_back(mbit[a][b]);
+      m.rtt_ms.push_back(a == b ? 0 : rtt_ms);
+    }
+  }
+  m.auto_codec_bytes_per_s = 4e9;  // 32 Gbit/s.
+  return m;
+}
+
+TEST(Tuner, FollowsTheDocumentedRules) {
+  const LinkMatrix even = Matrix({{0, 500, 500}, {500, 0, 500}, {500, 500, 0}}, 100);
+  const LinkMatrix skewed = Matrix({{0, 500, 50}, {500, 0, 50}, {50, 50, 0}}, 100);
+  TunerInput in;
+  in.bytes = 64 << 20;
+  in.zone_of = {0, 1, 2};
+  in.links = &even;
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "ring");
+  in.links = &skewed;
+  absl::StatusOr<AllReducePlan> plan = ChoosePlan(in);
+  EXPECT_EQ(plan->algorithm, "butterfly");
+  EXPECT_LT(plan->shares[2], plan->shares[0]);
+  in.zone_of = {0, 0, 1};
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "hierarchical");
+  in.bytes = 1000;
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "halving_doubling");
+  in.algo = "ring";
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "ring");
+  EXPECT_EQ(ChoosePlan(in)->why, "forced");
+}
+
+TEST(Tuner, AutoCodecCompressesOnlyLinksSlowerThanTheCodec) {
+  // 500 Mbit/s across zones, 40 Gbit/s inside: int8 across, nothing inside.
+  const LinkMatrix m = Matrix({{0, 40000, 500}, {40000, 0, 500}, {500, 500, 0}}, 10);
+  TunerInput in;
+  in.bytes = 64 << 20;
+  in.zone_of = {0, 0, 1};
+  in.links = &m;
+  in.codec_inter = "auto";
+  in.codec_intra = "auto";
+  in.codec_encode_bytes_per_s = m.auto_codec_bytes_per_s;
+  absl::StatusOr<AllReducePlan> plan = ChoosePlan(in);
+  EXPECT_EQ(plan->codec_inter, kAutoCodec);
+  EXPECT_EQ(plan->codec_intra, "none");
+}
+
+TEST(Tuner, SharesAndFingerprints) {
+  TunerInput in;
+  in.bytes = 64 << 20;
+  in.zone_of = {0, 0, 0};
+  in.shares = "1,2";
+  EXPECT_TRUE(absl::StrContains(ChoosePlan(in).status().message(), "2 weights for 3 ranks"));
+  in.shares = "1,1,2";
+  absl::StatusOr<AllReducePlan> a = ChoosePlan(in);
+  EXPECT_NEAR(a->shares[2], 2.0, 1e-12);
+  in.shares = "2,2,4";  // The same split: the same fingerprint.
+  EXPECT_EQ(ChoosePlan(in)->Fingerprint(), a->Fingerprint());
+  in.codec_inter = "fp16";
+  EXPECT_NE(ChoosePlan(in)->Fingerprint(), a->Fingerprint());
+  // Short vectors get shorter segments so that they still pipeline.
+  in.bytes = 3 << 20;
+  EXPECT_EQ(ChoosePlan(in)->chunk_bytes, size_t{256} << 10);
+}
+
+TEST(PriceTable, DefaultsFollowTheReferencePrices) {
+  const PriceTable prices = PriceTable::Default();
+  EXPECT_EQ(prices.UsdPerGb("us", "us"), 0);
+  EXPECT_EQ(prices.UsdPerGb("us", "eu"), 0.08);
+  EXPECT_EQ(prices.UsdPerGb("eu", "oce"), 0.15);
+  EXPECT_EQ(prices.UsdPerGb("onprem", "gc-us"), 0);
+  EXPECT_EQ(prices.UsdPerGb("aws-us", "gc-eu"), 0.02);
+}
+
+TEST(PriceTable, ParsesFilesAndNamesBadLines) {
+  absl::StatusOr<PriceTable> t = PriceTable::Parse("# comment\nus eu 0.5\n* * 0.01\n");
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->UsdPerGb("us", "eu"), 0.5);
+  EXPECT_EQ(t->UsdPerGb("eu", "us"), 0.01);
+  absl::Status bad = PriceTable::Parse("us eu\n").status();
+  EXPECT_TRUE(absl::StrContains(bad.message(), "line 1")) << bad;
+  EXPECT_FALSE(PriceTable::Load("/nonexistent/prices").ok());
+}
+
+TEST(LinkMatrix, RowsTravelAsTextAndBack) {
+  const LinkMatrix m = Matrix({{0, 10, 20}, {30, 0, 40}, {50, 60, 0}}, 7.5);
+  LinkMatrix copy;
+  copy.size = 3;
+  copy.rtt_ms.assign(9, 0);
+  copy.mbit.assign(9, 0);
+  for (int r = 0; r < 3; ++r) ASSERT_TRUE(copy.ParseRow(r, m.SerializeRow(r)).ok());
+  EXPECT_EQ(copy.mbit, m.mbit);
+  EXPECT_EQ(copy.rtt_ms, m.rtt_ms);
+  EXPECT_FALSE(copy.ParseRow(0, "1/2,3").ok());
+  EXPECT_FALSE(copy.ParseRow(0, "1/x,3/4,5/6").ok());
+  EXPECT_TRUE(absl::StrContains(m.ToTable(), "60.0"));
+  EXPECT_EQ(m.PeerBandwidth()[0], std::min(10.0 + 20, 30.0 + 50));
+}
+
+}  // namespace
+}  // namespace hmc
