@@ -11,8 +11,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,8 @@
 #include "absl/time/clock.h"
 #include "collectives/check_pattern.h"
 #include "collectives/communicator.h"
+#include "collectives/shares.h"
+#include "core/frame.h"
 #include "launcher/local_group.h"
 #include "launcher/process.h"
 #include "perf/codec_bench.h"
@@ -46,6 +50,9 @@ struct PerfArgs {
   std::string json_path;     // -J: also append one JSON object per row to this file.
   bool probe = false;        // --probe: the RTT and bandwidth matrix instead of collectives.
   bool codec_bench = false;  // --codec-bench: codec speed and error on this core, no group.
+  // Set where a lossy codec may run: f32 all-reduce of gradient-like values, checked by their
+  // relative L2 error instead of exact equality.
+  bool gaussian = false;
   std::vector<std::string> forwarded;  // Re-passed to the ranks in -n mode.
 };
 
@@ -69,12 +76,19 @@ double BusFactor(const std::string& collective, int n) {
 // Runs one collective on buffers sized for `bytes` (the larger of input and output).
 // Runs one operation on buffers sized for `count` elements (the larger of input and output)
 // and waits for it.
+// An all-reduce's report goes to `report`.
 absl::Status Run(Communicator& comm, const std::string& collective, const PerfArgs& a,
-                 std::vector<uint8_t>& in, std::vector<uint8_t>& out, size_t count) {
+                 std::vector<uint8_t>& in, std::vector<uint8_t>& out, size_t count,
+                 CollectiveReport* report = nullptr) {
   const int n = comm.size();
   Buffer whole_in{in.data(), count, a.dtype};
   Buffer whole_out{out.data(), count, a.dtype};
-  if (collective == "allreduce") return comm.AllReduce(whole_in, whole_out, a.op)->Wait();
+  if (collective == "allreduce") {
+    std::shared_ptr<Work> work = comm.AllReduce(whole_in, whole_out, a.op);
+    absl::Status s = work->Wait();
+    if (report != nullptr) *report = work->report();
+    return s;
+  }
   if (collective == "broadcast") return comm.Broadcast(whole_in, whole_out, a.root)->Wait();
   if (collective == "reduce_scatter") {
     return comm.ReduceScatter(whole_in, Buffer{out.data(), count / n, a.dtype}, a.op)->Wait();
@@ -89,9 +103,41 @@ absl::Status Run(Communicator& comm, const std::string& collective, const PerfAr
   return comm.AllGather(Buffer{in.data(), count / n, a.dtype}, whole_out)->Wait();
 }
 
+// Gradient-like values for runs with lossy codecs (the exact patterns are small integers, which
+// quantize unlike gradients): a deterministic normal deviate per (rank, index), scaled by rank.
+float GaussianValue(int rank, size_t index) {
+  uint64_t z = (uint64_t{static_cast<uint32_t>(rank)} << 40) ^ index;
+  auto next = [&z] {  // splitmix64
+    z += 0x9e3779b97f4a7c15ull;
+    uint64_t x = z;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return ((x ^ (x >> 31)) >> 11) * 0x1.0p-53;
+  };
+  const double u = std::max(next(), 1e-300), v = next();
+  return static_cast<float>(std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * v) * (1 + rank));
+}
+
+// Relative L2 error of an f32 all-reduce of GaussianValue against its exact reduction in double.
+double GaussianError(const PerfArgs& a, int n, const std::vector<uint8_t>& out, size_t count) {
+  const auto* got = reinterpret_cast<const float*>(out.data());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < count; ++i) {
+    double want = 0;
+    for (int r = 0; r < n; ++r) want += GaussianValue(r, i);
+    if (a.op == ReduceOp::kAvg) want /= n;
+    err += (got[i] - want) * (got[i] - want);
+    norm += want * want;
+  }
+  return norm > 0 ? std::sqrt(err / norm) : 0;
+}
+
 void FillInput(const std::string& collective, const PerfArgs& a, int rank, int n,
                std::vector<uint8_t>& in, size_t count) {
-  if (collective == "allgather") {
+  if (a.gaussian) {
+    auto* values = reinterpret_cast<float*>(in.data());
+    for (size_t i = 0; i < count; ++i) values[i] = GaussianValue(rank, i);
+  } else if (collective == "allgather") {
     FillPattern(in.data(), count / n, a.dtype, rank, a.op);
   } else {
     FillPattern(in.data(), count, a.dtype, rank, a.op);
@@ -124,96 +170,41 @@ size_t Check(const std::string& collective, const PerfArgs& a, int rank, int n,
   });
 }
 
-// The network profile of the group: for every ordered pair of ranks in turn (the others wait at a
-// barrier), the median RTT of `kPings` one-byte ping-pongs and the bandwidth of one message of
-// a.max_bytes (its time less one RTT, which covers the latency and the one-byte answer). Rank 0
-// prints both matrices, row = from, column = to.
-int RunProbe(Communicator& comm, const PerfArgs& a) {
-  constexpr int kPings = 5;
-  const int n = comm.size();
-  const int rank = comm.rank();
-  std::vector<double> rtt_ms(n * n, 0), mbit(n * n, 0);
-  std::vector<uint8_t> payload(a.max_bytes);
-  uint8_t byte = 0;
-  Buffer one{&byte, 1, DType::kU8};
-  Buffer big{payload.data(), payload.size(), DType::kU8};
-  auto check = [&](const absl::Status& s) {
-    if (!s.ok()) {
-      std::fprintf(stderr, "hmc-perf: probe on rank %d: %s\n", rank, s.ToString().c_str());
-    }
-    return s.ok();
-  };
-  for (int from = 0; from < n; ++from) {
-    for (int to = 0; to < n; ++to) {
-      if (from == to) continue;
-      if (!check(comm.Barrier()->Wait())) return 1;
-      if (rank == from) {
-        std::vector<double> samples;
-        for (int p = 0; p < kPings; ++p) {
-          const absl::Time start = absl::Now();
-          if (!check(comm.Send(one, to)->Wait()) || !check(comm.Recv(one, to)->Wait())) return 1;
-          samples.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
-        }
-        std::sort(samples.begin(), samples.end());
-        const double rtt = samples[kPings / 2];
-        const absl::Time start = absl::Now();
-        if (!check(comm.Send(big, to)->Wait()) || !check(comm.Recv(one, to)->Wait())) return 1;
-        const double seconds =
-            std::max(1e-6, absl::ToDoubleSeconds(absl::Now() - start) - rtt / 1e3);
-        rtt_ms[from * n + to] = rtt;
-        mbit[from * n + to] = payload.size() * 8 / seconds / 1e6;
-      } else if (rank == to) {
-        for (int p = 0; p < kPings; ++p) {
-          if (!check(comm.Recv(one, from)->Wait()) || !check(comm.Send(one, from)->Wait())) {
-            return 1;
-          }
-        }
-        if (!check(comm.Recv(big, from)->Wait()) || !check(comm.Send(one, from)->Wait())) return 1;
-      }
+// The link matrix the communicator measured at creation (HMC_PROBE=1, the default; measured
+// here if it was off): every link at once, as a butterfly uses them. Rank 0 prints it, with each
+// rank's zone and the share of a butterfly all-reduce the tuner would give each rank.
+int RunProbe(Communicator& comm) {
+  if (!comm.links().measured()) {
+    if (absl::Status s = comm.ProbeLinks(); !s.ok()) {
+      std::fprintf(stderr, "hmc-perf: probe on rank %d: %s\n", comm.rank(), s.ToString().c_str());
+      return 1;
     }
   }
-  // Each rank measured its own row; a sum gathers the matrices everywhere.
-  for (std::vector<double>* m : {&rtt_ms, &mbit}) {
-    Buffer b{m->data(), m->size(), DType::kF64};
-    if (!check(comm.AllReduce(b, b, ReduceOp::kSum)->Wait())) return 1;
+  if (comm.rank() != 0) return 0;
+  const LinkMatrix links = comm.links();
+  std::printf("# hmc-perf probe: %d ranks; streams per peer %d\n", comm.size(),
+              comm.stream_choice().streams);
+  std::printf("%s", links.ToTable().c_str());
+  const std::vector<double> bandwidth = links.PeerBandwidth();
+  const std::vector<double> shares = BalancedShares(bandwidth);
+  std::printf("# rank  zone                 Mbit/s (min of out, in)  balanced share\n");
+  for (int r = 0; r < comm.size(); ++r) {
+    std::printf("# %4d  %-20s %24.1f  %14.3f\n", r, comm.peers().peers[r].zone.c_str(),
+                bandwidth[r], shares[r]);
   }
-  if (rank != 0) return 0;
-  const PeerTable& peers = comm.peers();
-  auto print = [&](const char* title, const std::vector<double>& m, const char* format) {
-    std::printf("# %s (row: from, column: to)\n%-24s", title, "#");
-    for (int c = 0; c < n; ++c) std::printf(" %10d", c);
-    std::printf("\n");
-    for (int r = 0; r < n; ++r) {
-      std::string label = absl::StrCat(r);
-      if (r < static_cast<int>(peers.peers.size())) {
-        label = absl::StrFormat("%d %s", r, peers.peers[r].zone);
-      }
-      std::printf("%-24s", label.substr(0, 24).c_str());
-      for (int c = 0; c < n; ++c) {
-        if (r == c) {
-          std::printf(" %10s", "-");
-        } else {
-          std::printf(format, m[r * n + c]);
-        }
-      }
-      std::printf("\n");
-    }
-  };
-  std::printf("# hmc-perf probe: %d ranks, %d pings, %zu-byte transfers\n", n, kPings,
-              payload.size());
-  print("RTT (ms)", rtt_ms, " %10.2f");
-  print("bandwidth (Mbit/s)", mbit, " %10.0f");
+  std::printf("# auto codec (%s) encodes %.2f GB/s on the slowest rank's core\n", kAutoCodec,
+              links.auto_codec_bytes_per_s / 1e9);
   return 0;
 }
 
-int RunRank(const Options& options, const PerfArgs& a) {
+int RunRank(const Options& options, PerfArgs a) {
   absl::StatusOr<std::unique_ptr<Communicator>> created = Communicator::Create(options);
   if (!created.ok()) {
     std::fprintf(stderr, "hmc-perf: %s\n", created.status().ToString().c_str());
     return 1;
   }
   Communicator& comm = **created;
-  if (a.probe) return RunProbe(comm, a);
+  if (a.probe) return RunProbe(comm);
   const int n = comm.size();
   const int rank = comm.rank();
   const size_t es = DTypeSize(a.dtype);
@@ -236,7 +227,10 @@ int RunRank(const Options& options, const PerfArgs& a) {
         streams.streams, absl::ToDoubleMilliseconds(streams.window), streams.one_stream_mbit,
         streams.connections, streams.all_streams_mbit, streams.link_choice);
   }
+  const bool lossy = options.codec_inter != "none" || options.codec_intra != "none";
   for (const std::string& collective : a.collectives) {
+    a.gaussian = lossy && collective == "allreduce" && a.dtype == DType::kF32 &&
+                 (a.op == ReduceOp::kSum || a.op == ReduceOp::kAvg);
     if (rank == 0) {
       std::printf("# hmc-perf %s: %d ranks, dtype %s, op %s, algo %s, streams %d\n",
                   collective.c_str(), n, std::string(DTypeName(a.dtype)).c_str(),
@@ -251,13 +245,14 @@ int RunRank(const Options& options, const PerfArgs& a) {
       if (count == 0) continue;
       FillInput(collective, a, rank, n, in, count);
       std::vector<double> times;
+      CollectiveReport report;
       for (int it = 0; it < a.warmup + a.iterations; ++it) {
         if (absl::Status s = comm.Barrier()->Wait(); !s.ok()) {
           std::fprintf(stderr, "hmc-perf: %s\n", s.ToString().c_str());
           return 1;
         }
         const absl::Time start = absl::Now();
-        absl::Status s = Run(comm, collective, a, in, out, count);
+        absl::Status s = Run(comm, collective, a, in, out, count, &report);
         const double us = absl::ToDoubleMicroseconds(absl::Now() - start);
         if (!s.ok()) {
           std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
@@ -275,6 +270,7 @@ int RunRank(const Options& options, const PerfArgs& a) {
       }
       const double median_us = perf::Median(times);
       int64_t wrong = 0;
+      double l2_error = -1;
       if (a.check) {
         FillInput(collective, a, rank, n, in, count);
         std::memset(out.data(), 0, count * es);
@@ -282,7 +278,22 @@ int RunRank(const Options& options, const PerfArgs& a) {
           std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
           return 1;
         }
-        wrong = static_cast<int64_t>(Check(collective, a, rank, n, out, count));
+        if (a.gaussian) {
+          l2_error = GaussianError(a, n, out, count);
+          // Lossy or not, every rank must hold the same bits: compare checksums.
+          int64_t sums[2] = {Checksum(std::span<const uint8_t>(out.data(), count * es)), 0};
+          sums[1] = -sums[0];
+          if (absl::Status s = comm.AllReduce(Buffer{sums, 2, DType::kI64},
+                                              Buffer{sums, 2, DType::kI64}, ReduceOp::kMax)
+                                   ->Wait();
+              !s.ok()) {
+            std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
+            return 1;
+          }
+          if (sums[0] != -sums[1] && rank == 0) wrong = static_cast<int64_t>(count);
+        } else {
+          wrong = static_cast<int64_t>(Check(collective, a, rank, n, out, count));
+        }
         if (absl::Status s = comm.AllReduce(Buffer{&wrong, 1, DType::kI64},
                                             Buffer{&wrong, 1, DType::kI64}, ReduceOp::kSum)
                                  ->Wait();
@@ -293,6 +304,15 @@ int RunRank(const Options& options, const PerfArgs& a) {
       }
       total_wrong += wrong;
       const size_t size_bytes = count * es;
+      // Egress of the last timed call, summed over ranks.
+      double egress[2] = {report.egress_usd, static_cast<double>(report.bytes_sent_across_zones)};
+      if (absl::Status s = comm.AllReduce(Buffer{egress, 2, DType::kF64},
+                                          Buffer{egress, 2, DType::kF64}, ReduceOp::kSum)
+                               ->Wait();
+          !s.ok()) {
+        std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
+        return 1;
+      }
       const double algbw = size_bytes / median_us / 1e3;
       if (rank == 0) {
         const std::string redop = collective == "allreduce" || collective == "reduce_scatter"
@@ -302,6 +322,14 @@ int RunRank(const Options& options, const PerfArgs& a) {
         const long long shown_wrong = a.check ? static_cast<long long>(wrong) : -1LL;
         perf::PrintTableRow(stdout, {size_bytes, count, std::string(DTypeName(a.dtype)), redop,
                                      median_us, algbw, busbw, shown_wrong});
+        if (collective == "allreduce") {
+          std::printf(
+              "#   %s (%s); across zones %.1f MB, egress $%.5f per call, $%.4f per GB "
+              "averaged%s\n",
+              report.algorithm.c_str(), report.plan.c_str(), egress[1] / 1e6, egress[0],
+              egress[0] / (size_bytes / 1e9),
+              l2_error >= 0 ? absl::StrFormat("; rel. L2 error %.2e", l2_error).c_str() : "");
+        }
         if (json != nullptr) {
           std::fprintf(json,
                        "{\"system\":\"hmc\",\"collective\":\"%s\",\"ranks\":%d,\"bytes\":%zu,"
