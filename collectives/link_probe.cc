@@ -19,6 +19,8 @@ namespace {
 constexpr int kPings = 5;
 constexpr size_t kChunkBytes = 256 << 10;
 constexpr size_t kChunksPerStream = 2;
+constexpr double kLongLinkRttMs = 10;
+constexpr uint64_t kLongLinkStripeMinBytes = 16 << 10;
 
 }  // namespace
 
@@ -131,6 +133,13 @@ absl::Status Communicator::ProbeLinks() {
   threads.clear();
   for (const absl::Status& s : errors) {
     if (!s.ok()) return s;
+  }
+  // Over a long link every message is striped: on one connection it would be held to one
+  // window per round trip (a sender's choice; receivers take stripes from any connection).
+  for (int p = 0; p < n; ++p) {
+    if (p != rank_ && matrix.rtt(p, rank_) >= kLongLinkRttMs) {
+      channels_[p]->SetStripeMinBytes(kLongLinkStripeMinBytes);
+    }
   }
   // Long enough to leave slow start behind on the longest link (as the streams probe).
   double window_s = std::clamp(matrix.LongestRtt() * 20 / 1000, 0.1, 2.0);

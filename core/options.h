@@ -52,7 +52,7 @@ struct Options {
   absl::Duration timeout = absl::Minutes(5);  // Default deadline of one collective.
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration heartbeat_interval = absl::Seconds(1);
-  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  absl::Duration heartbeat_timeout = absl::Seconds(30);
 
   // Reads HMC_* variables over the defaults.
   static absl::StatusOr<Options> FromEnvironment();

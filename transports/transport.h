@@ -53,6 +53,9 @@ class Channel {
   virtual int connections() const { return 1; }
   virtual int active_streams() const { return 1; }
   virtual void SetActiveStreams(int streams) { (void)streams; }
+  // Messages shorter than this go on one connection. A long link wants it low: a message on one
+  // connection is held to that connection's window per round trip.
+  virtual void SetStripeMinBytes(uint64_t bytes) { (void)bytes; }
   // Whether the peer shares this host's network namespace (a link without a network path).
   virtual bool local() const { return false; }
 };

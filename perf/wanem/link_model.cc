@@ -5,6 +5,7 @@
 namespace hmc::wanem {
 namespace {
 constexpr int kStages = 4;  // Source NIC, flow cap, path, destination NIC.
+constexpr uint64_t kMinFlowQueueBytes = 64 << 10;
 }  // namespace
 
 std::optional<absl::Time> RateStage::Pass(absl::Time arrival, uint64_t bytes) {
@@ -44,6 +45,14 @@ absl::StatusOr<LinkModel> LinkModel::Create(const Topology& topology, uint64_t s
   return model;
 }
 
+uint64_t LinkModel::FlowQueueBytes(const PathSpec& path) const {
+  // A window-limited stream holds its data at the sender, not in a queue on the path: a deep
+  // queue here would let one stream's backlog delay every later message on it by seconds
+  // (4 MiB at 7 Mbit/s is 4.8 s). One round trip of the flow's rate keeps TCP at the cap.
+  const auto bdp = static_cast<uint64_t>(path.flow_bps / 8 * absl::ToDoubleSeconds(path.rtt));
+  return std::min(queue_bytes_, std::max(kMinFlowQueueBytes, bdp));
+}
+
 uint64_t LinkModel::Admit(int from, int to, uint64_t flow, uint64_t bytes, absl::Time now) {
   const int pair = from * hosts_ + to;
   const PathSpec& path = paths_[pair];
@@ -63,8 +72,9 @@ uint64_t LinkModel::Admit(int from, int to, uint64_t flow, uint64_t bytes, absl:
                  now - absl::Seconds(10);
     });
   }
-  Flow& f = flows_.try_emplace({from, to, flow}, Flow{RateStage(path.flow_bps, queue_bytes_)})
-                .first->second;
+  Flow& f =
+      flows_.try_emplace({from, to, flow}, Flow{RateStage(path.flow_bps, FlowQueueBytes(path))})
+          .first->second;
   const uint64_t id = next_id_++;
   ++f.in_pipeline;
   events_.push(Event{now, id, 0, from, to, bytes, &f});

@@ -90,6 +90,8 @@ class LinkModel {
   };
 
   RateStage& StageOf(const Event& e);
+  // The queue in front of one flow's cap.
+  uint64_t FlowQueueBytes(const PathSpec& path) const;
 
   int hosts_ = 0;
   uint64_t queue_bytes_ = 0;

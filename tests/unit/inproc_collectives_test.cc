@@ -111,6 +111,30 @@ TEST(InprocCollectives, HierarchicalCrossesZonesOnlyBetweenShardHolders) {
            NoArgumentCheck(), {"a", "a", "b", "b"});
 }
 
+// A long vector (many pipeline segments in every phase) over uneven zones, against an exact
+// reference, in f32 and in bf16 (accumulated in f32).
+TEST(InprocCollectives, HierarchicalLongVectorOverUnevenZones) {
+  constexpr size_t kCount = (size_t{24} << 20) / sizeof(float) + 13;
+  Options options;
+  options.algo = "hierarchical";
+  RunGroup(6,
+           [&](int rank, Communicator& comm) {
+             for (DType dtype : {DType::kF32, DType::kBF16}) {
+               std::vector<uint8_t> data(kCount * DTypeSize(dtype));
+               FillPattern(data.data(), kCount, dtype, rank, ReduceOp::kSum);
+               Buffer b{data.data(), kCount, dtype};
+               ASSERT_TRUE(comm.AllReduce(b, b, ReduceOp::kSum)->Wait().ok());
+               EXPECT_EQ(CountMismatches(data.data(), kCount, dtype,
+                                         [&](size_t i) {
+                                           return ReferenceReduction(6, i, dtype, ReduceOp::kSum);
+                                         }),
+                         0u)
+                   << DTypeName(dtype);
+             }
+           },
+           options, {"a", "a", "a", "b", "b", "c"});
+}
+
 TEST(InprocCollectives, ReduceScatterAllGatherBroadcastBarrier) {
   for (int n : {2, 3, 5}) {
     RunGroup(n, [&](int rank, Communicator& comm) {

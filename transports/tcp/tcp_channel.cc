@@ -74,7 +74,8 @@ TcpChannel::TcpChannel(int peer_rank, std::string description, const TcpLimits& 
       description_(std::move(description)),
       limits_(limits),
       loop_(loop),
-      active_streams_(limits.streams) {
+      active_streams_(limits.streams),
+      stripe_min_bytes_(limits.stripe_min_bytes) {
   for (int i = 0; i < limits.streams; ++i) {
     auto s = std::make_unique<Stream>();
     s->index = i;
@@ -202,14 +203,16 @@ void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, Reque
 void TcpChannel::SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes,
                               RequestPtr request) {
   const int active = active_streams_.load(std::memory_order_relaxed);
-  const uint16_t stripes = StripeCount(bytes, active, limits_.stripe_min_bytes);
+  const uint16_t stripes =
+      StripeCount(bytes, active, stripe_min_bytes_.load(std::memory_order_relaxed));
   auto op = std::make_shared<SendOp>();
   op->request = std::move(request);
   op->stripes_left = stripes;
   for (uint16_t k = 0; k < stripes; ++k) {
     const StripeRange range = StripeOf(bytes, stripes, k);
-    // A single-stripe message goes to the streams in turn, so small messages spread too.
-    Stream& s = stripes == 1 ? *streams_[next_single_stream_++ % active] : *streams_[k];
+    // Each message starts on the stream after the last one's end, so that messages of fewer
+    // stripes than streams spread over all of them too.
+    Stream& s = *streams_[(next_stream_ + k) % active];
     OutFrame frame;
     FrameHeader header;
     header.type = FrameType::kData;
@@ -227,11 +230,12 @@ void TcpChannel::SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes,
     if (s.queue.size() == 1 && s.fd.valid()) Write(s);
     if (failed_) return;
   }
+  next_stream_ += stripes;
 }
 
 void TcpChannel::SendControl(FrameType type, uint64_t tag, uint64_t total_bytes,
                              std::vector<uint8_t> payload) {
-  Stream& s = *streams_[next_single_stream_++ % streams_.size()];
+  Stream& s = *streams_[next_stream_++ % streams_.size()];
   OutFrame frame;
   FrameHeader header;
   header.type = type;

@@ -48,6 +48,9 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   int connections() const override { return limits_.streams; }
   int active_streams() const override { return active_streams_.load(std::memory_order_relaxed); }
   void SetActiveStreams(int streams) override;
+  void SetStripeMinBytes(uint64_t bytes) override {
+    stripe_min_bytes_.store(bytes, std::memory_order_relaxed);
+  }
   bool local() const override { return local_streams_.load() == limits_.streams; }
 
   // Progress thread only.
@@ -103,7 +106,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   // Progress-thread state.
   std::vector<std::unique_ptr<Stream>> streams_;
   int attached_ = 0;
-  size_t next_single_stream_ = 0;
+  size_t next_stream_ = 0;  // Where the next message's first stripe goes.
   std::map<uint64_t, std::unique_ptr<Incoming>> incoming_;
   // Rendezvous sends waiting for the receiver's answer, and rendezvous offers not yet received.
   struct PullSend {
@@ -116,6 +119,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
       pull_offers_;                    // tag -> (bytes, description)
   std::atomic<int> local_streams_{0};  // Written by the progress thread only.
   std::atomic<int> active_streams_;
+  std::atomic<uint64_t> stripe_min_bytes_;
   bool pull_refused_ = false;  // The peer could not read this process's memory once.
   int peer_verified_ = 0;      // 1: the peer's pid is the process it claims; -1: it is not.
   bool failed_ = false;
