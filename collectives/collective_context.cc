@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 
 namespace hmc {
 
@@ -87,6 +88,13 @@ absl::Status CollectiveContext::PeerError(int peer, const absl::Status& cause) c
   return absl::Status(cause.code(),
                       absl::StrFormat("%s on rank %d: from %s: %s", name_, rank_,
                                       (*channels_)[peer]->peer_description(), cause.message()));
+}
+
+void CollectiveContext::EndPhase(const std::string& name) {
+  if (parent_ != nullptr) return parent_->EndPhase(name);
+  const absl::Time now = absl::Now();
+  phases_.emplace_back(name, now - phase_start_);
+  phase_start_ = now;
 }
 
 CollectiveContext::~CollectiveContext() {

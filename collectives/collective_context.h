@@ -4,9 +4,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectives/scratch_pool.h"
 #include "transports/transport.h"
@@ -89,6 +91,12 @@ class CollectiveContext {
   // communicator closes its channels first, which completes them promptly.
   void Drain();
 
+  // Ends a named phase of the algorithm: its time since the previous phase ended (or since
+  // BeginPhases) goes into the call's report.
+  void BeginPhases() { phase_start_ = absl::Now(); }
+  void EndPhase(const std::string& name);
+  const std::vector<std::pair<std::string, absl::Duration>>& phases() const { return phases_; }
+
   uint64_t bytes_sent() const { return bytes_sent_; }
   uint64_t bytes_received() const { return bytes_received_; }
   // Bytes this call sent to each peer (indexed by global rank), for egress accounting.
@@ -106,6 +114,8 @@ class CollectiveContext {
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
   std::vector<uint64_t> bytes_sent_to_;
+  std::vector<std::pair<std::string, absl::Duration>> phases_;
+  absl::Time phase_start_;
   std::vector<RequestPtr> issued_;
   std::vector<ScratchPool::Block> scratch_;
   // Set in a subgroup view only.

@@ -252,10 +252,12 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
     report.check_time = absl::Now() - start;
     bool ran = false;
     if (status.ok()) {
+      ctx.BeginPhases();
       status = algorithm(ctx);
       ran = true;
     }
     report.data_time = absl::Now() - start - report.check_time;
+    report.phases = ctx.phases();
     report.bytes_sent = ctx.bytes_sent();
     report.bytes_received = ctx.bytes_received();
     AccountEgress(ctx.bytes_sent_to(), report);

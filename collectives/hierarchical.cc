@@ -65,6 +65,7 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
     absl::Status s = RingReduceScatter(zone, src, acc, acc_type, op, blocks, segment, [](Range) {});
     if (!s.ok()) return s;
   }
+  ctx.EndPhase("in zone");
   // 2. Across zones, shard by shard: the holders of a shard (one per zone) all-reduce it, still in
   // the accumulator type (an average sums here and divides once, below).
   const ReduceOp cross_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
@@ -89,6 +90,7 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
                                         acc_type, cross_op, parts, codecs);
     if (!s.ok()) return s;
   }
+  ctx.EndPhase("across zones");
   // 3. Round this rank's block once, then gather the zone's blocks as bytes.
   const Range own = blocks[j];
   FinalizeReduction(out + own.begin * out_es, acc + own.begin * es, own.count, dtype, op,
@@ -97,7 +99,9 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
   RingAllGather gather(zone, out, out_es, blocks, std::max<size_t>(1, ctx.chunk_bytes() / out_es));
   gather.PostReceives();
   for (size_t k = 0; k < gather.own_segments(); ++k) gather.SendOwnSegment();
-  return gather.Finish();
+  absl::Status gathered = gather.Finish();
+  ctx.EndPhase("gather in zone");
+  return gathered;
 }
 
 }  // namespace hmc

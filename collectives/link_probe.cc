@@ -17,7 +17,7 @@ namespace hmc {
 namespace {
 
 constexpr int kPings = 5;
-constexpr size_t kChunkBytes = 256 << 10;
+constexpr size_t kChunkBytes = 64 << 10;  // As the streams probe: what is in flight drains fast.
 constexpr size_t kChunksPerStream = 2;
 constexpr double kLongLinkRttMs = 10;
 constexpr uint64_t kLongLinkStripeMinBytes = 16 << 10;

@@ -12,7 +12,9 @@
 namespace hmc {
 namespace {
 
-constexpr size_t kChunkBytes = 256 << 10;  // Below stripe_min_bytes: each chunk takes one stream.
+// Below stripe_min_bytes (each chunk takes one stream), and small, so that what is in flight when
+// the window closes (two per stream) drains quickly even from a slow link.
+constexpr size_t kChunkBytes = 64 << 10;
 // Sends waiting in this process per stream. The kernel's socket buffers carry the bandwidth-delay
 // product; more here would only lengthen the drain after the window closes.
 constexpr size_t kChunksPerStream = 2;

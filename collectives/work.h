@@ -3,6 +3,8 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -23,6 +25,8 @@ struct CollectiveReport {
   double egress_usd = 0;                 // What this rank's sends cost at the price table.
   absl::Duration check_time;             // Argument check (one round trip).
   absl::Duration data_time;              // Moving and reducing data.
+  // The algorithm's phases on this rank, in order (hierarchical: in zone, across zones, ...).
+  std::vector<std::pair<std::string, absl::Duration>> phases;
 };
 
 // An asynchronous collective. The communicator completes it once; any thread may wait.

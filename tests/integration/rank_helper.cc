@@ -7,10 +7,14 @@
 //   hmc-test-rank endless            large all-reduces until a failure; exits with kExitNamedPeer
 //                                    if the error names the rank given by --expect_failed=R
 //   hmc-test-rank streams [--expect_local]  prints the stream probe's choice and measurements
+//   hmc-test-rank links              prints the link matrix's bandwidths and shares, then runs a
+//                                    weighted butterfly with int8 between zones
 //
 // Exit codes: 0 success, 1 setup error, 3 wrong result, 42/43 for endless (see below).
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -19,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "collectives/check_pattern.h"
 #include "collectives/communicator.h"
+#include "collectives/shares.h"
 #include "core/frame.h"
 
 namespace hmc {
@@ -279,13 +284,60 @@ int PrintStreams(Communicator& comm, bool expect_local) {
   return 0;
 }
 
+// The link matrix and the shares it gives: prints each rank's bandwidth and balanced share, the
+// round trip to rank 0, then runs a butterfly all-reduce with those shares and int8 between zones
+// (it fails if ranks hold different matrices: their plans' fingerprints differ) and checks that
+// every rank holds the same bits, close to the exact sum.
+int PrintLinks(Communicator& comm) {
+  const LinkMatrix links = comm.links();
+  if (!links.measured()) {
+    std::fprintf(stderr, "rank %d: no link matrix\n", comm.rank());
+    return 1;
+  }
+  const std::vector<double> bandwidth = links.PeerBandwidth();
+  const std::vector<double> shares = BalancedShares(bandwidth);
+  for (int r = 0; r < comm.size(); ++r) {
+    std::printf("rank %d mbit %.2f share %.3f rtt_ms %.2f\n", r, bandwidth[r], shares[r],
+                links.rtt(r, 0));
+  }
+  constexpr size_t kCount = 1 << 18;
+  std::vector<float> data(kCount);
+  for (size_t i = 0; i < kCount; ++i) data[i] = static_cast<float>((i % 101) * (comm.rank() + 1));
+  CallOptions call;
+  call.algo = "butterfly";
+  call.codec_inter = "int8";
+  Buffer b{data.data(), kCount, DType::kF32};
+  auto work = comm.AllReduce(b, b, ReduceOp::kSum, call);
+  if (absl::Status s = work->Wait(); !s.ok()) {
+    std::fprintf(stderr, "rank %d: %s\n", comm.rank(), s.ToString().c_str());
+    return 1;
+  }
+  const double ranks_sum = comm.size() * (comm.size() + 1) / 2.0;
+  double worst = 0;
+  for (size_t i = 0; i < kCount; ++i) {
+    worst = std::max(worst, std::fabs(data[i] - (i % 101) * ranks_sum) / (100 * ranks_sum));
+  }
+  int64_t sums[2] = {Checksum(std::span<const uint8_t>(reinterpret_cast<uint8_t*>(data.data()),
+                                                       kCount * sizeof(float))),
+                     0};
+  sums[1] = -sums[0];
+  if (!comm.AllReduce(Buffer{sums, 2, DType::kI64}, Buffer{sums, 2, DType::kI64}, ReduceOp::kMax)
+           ->Wait()
+           .ok()) {
+    return 1;
+  }
+  std::printf("identical %d error %.5f egress_usd %.6f plan %s\n", sums[0] == -sums[1] ? 1 : 0,
+              worst, work->report().egress_usd, work->report().plan.c_str());
+  return 0;
+}
+
 }  // namespace
 }  // namespace hmc
 
 int main(int argc, char** argv) {
   absl::StatusOr<hmc::Options> options = hmc::Options::FromEnvironment();
   if (!options.ok() || argc < 2) {
-    std::fprintf(stderr, "usage: hmc-test-rank matrix|mismatch|endless|streams [flags]\n");
+    std::fprintf(stderr, "usage: hmc-test-rank matrix|mismatch|endless|streams|links [flags]\n");
     return 1;
   }
   const std::string mode = argv[1];
@@ -309,5 +361,6 @@ int main(int argc, char** argv) {
   if (mode == "mismatch") return hmc::RunMismatch(**comm);
   if (mode == "endless") return hmc::RunEndless(**comm, expect_failed);
   if (mode == "streams") return hmc::PrintStreams(**comm, expect_local);
+  if (mode == "links") return hmc::PrintLinks(**comm);
   return 1;
 }
