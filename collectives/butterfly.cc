@@ -112,6 +112,8 @@ absl::Status ButterflyAllReduce(CollectiveContext& ctx, const void* in, void* ou
     }
   }
 
+  // Every part's encoded results, [part][segment], for codecs.results.
+  std::vector<std::vector<EncodedPiece>> pieces(n);
   // 3. Reduce this rank's part segment by segment; send each result to every peer at once.
   float* decoded = coded ? reinterpret_cast<float*>(ctx.Scratch(segment * sizeof(float))) : nullptr;
   const std::vector<uint8_t*> result_encoded =
@@ -145,6 +147,7 @@ absl::Status ButterflyAllReduce(CollectiveContext& ctx, const void* in, void* ou
       gather_codec->Decode(result_encoded[k], result_bytes, decoded, seg.count).IgnoreError();
       FinalizeReduction(out + seg.begin * out_es, decoded, seg.count, dtype, ReduceOp::kSum, 1);
       result = result_encoded[k];
+      pieces[me].push_back(EncodedPiece{seg, result, result_bytes});
     } else {
       FinalizeReduction(out + seg.begin * out_es, partial, seg.count, dtype, op, n);
     }
@@ -165,6 +168,12 @@ absl::Status ButterflyAllReduce(CollectiveContext& ctx, const void* in, void* ou
       absl::Status s = gather_codec->Decode(result_slots[p][k], received, decoded, seg.count);
       if (!s.ok()) return ctx.PeerError(p, s);
       FinalizeReduction(out + seg.begin * out_es, decoded, seg.count, dtype, ReduceOp::kSum, 1);
+      pieces[p].push_back(EncodedPiece{seg, result_slots[p][k], received});
+    }
+  }
+  if (gather_codec != nullptr && codecs.results != nullptr) {
+    for (const auto& part : pieces) {
+      codecs.results->insert(codecs.results->end(), part.begin(), part.end());
     }
   }
   return ctx.WaitAll(sends);

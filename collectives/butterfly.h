@@ -20,6 +20,13 @@ namespace hmc {
 // per gradient bucket).
 using CodecFeedback = std::map<size_t, CodecState>;
 
+// One segment of a result as the wire carried it: its elements and its encoding.
+struct EncodedPiece {
+  Range range;
+  const uint8_t* bytes;  // Scratch memory of the call.
+  size_t size;
+};
+
 // The codecs of one call. Null means raw bytes.
 struct LinkCodecs {
   // What this rank sends to each peer (indexed by rank in the context) in the reduce-scatter.
@@ -29,6 +36,9 @@ struct LinkCodecs {
   const Codec* gather = nullptr;
   CodecFeedback* feedback = nullptr;  // May be null: no error feedback.
   size_t feedback_key_base = 0;       // Added to keys: where this vector starts in the tensor.
+  // Where `gather` is used and this is set, every part's encoded result, in element order (its
+  // decoding is what this rank holds), for relaying further as bytes.
+  std::vector<EncodedPiece>* results = nullptr;
 };
 
 // Whether codecs can carry a reduction: lossy f32 values only add up (sum or average).

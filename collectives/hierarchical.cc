@@ -24,6 +24,51 @@ Range ElementsOf(size_t count, int shards, std::pair<int, int> held) {
   return Range{first.begin, last.end() - first.begin};
 }
 
+// The zone's all-gather from encoded pieces: each rank sends its own pieces (their bytes as they
+// crossed the zones) to every mate and decodes every mate's; `layout[k]` is mate k's pieces'
+// element ranges. Rounding after decoding is the same everywhere, so all ranks end bit-identical.
+absl::Status GatherEncodedInZone(CollectiveContext& zone,
+                                 const std::vector<std::vector<Range>>& layout,
+                                 const std::vector<EncodedPiece>& mine, const Codec& codec,
+                                 uint8_t* out, DType dtype, ReduceOp op, int contributors) {
+  const int m = zone.size();
+  const size_t out_es = DTypeSize(dtype);
+  std::vector<std::vector<CollectiveContext::Pending>> receives(m);
+  std::vector<std::vector<uint8_t*>> slots(m);
+  size_t largest = 0;
+  for (int k = 0; k < m; ++k) {
+    for (const Range& range : layout[k]) largest = std::max(largest, range.count);
+    if (k == zone.rank()) continue;
+    for (size_t i = 0; i < layout[k].size(); ++i) {
+      const size_t capacity = codec.MaxEncodedBytes(layout[k][i].count);
+      slots[k].push_back(zone.Scratch(capacity));
+      receives[k].push_back(zone.RecvUpTo(k, Phase::kAllGather, 0, static_cast<uint32_t>(i),
+                                          slots[k].back(), capacity));
+    }
+  }
+  std::vector<CollectiveContext::Pending> sends;
+  for (size_t i = 0; i < mine.size(); ++i) {
+    for (int d = 1; d < m; ++d) {
+      sends.push_back(zone.Send((zone.rank() + d) % m, Phase::kAllGather, 0,
+                                static_cast<uint32_t>(i), mine[i].bytes, mine[i].size));
+    }
+  }
+  auto* decoded = reinterpret_cast<float*>(zone.Scratch(largest * sizeof(float)));
+  for (int d = 1; d < m; ++d) {
+    const int k = (zone.rank() + d) % m;
+    for (size_t i = 0; i < layout[k].size(); ++i) {
+      const Range& range = layout[k][i];
+      size_t received = 0;
+      if (absl::Status s = zone.Wait(receives[k][i], &received); !s.ok()) return s;
+      if (absl::Status s = codec.Decode(slots[k][i], received, decoded, range.count); !s.ok()) {
+        return zone.PeerError(k, s);
+      }
+      FinalizeReduction(out + range.begin * out_es, decoded, range.count, dtype, op, contributors);
+    }
+  }
+  return zone.WaitAll(sends);
+}
+
 }  // namespace
 
 absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int>& zone_of,
@@ -70,6 +115,10 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
   // the accumulator type (an average sums here and divides once, below).
   const ReduceOp cross_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;
   const auto [first, last] = ShardsOf(j, m, shards);
+  // With a codec across zones, what this rank holds of each shard is the decoding of bytes the
+  // shard's owners sent: the zone gets those bytes, a quarter of the values with int8.
+  const bool relay_encoded = inter_codec != nullptr && zone_count > 1 && CodecsApply(dtype, op);
+  std::vector<EncodedPiece> own_pieces;
   for (int shard = first; shard < last && zone_count > 1; ++shard) {
     std::vector<int> holders;
     for (const auto& z : zones) {
@@ -84,11 +133,16 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
     if (r.count == 0) continue;  // Fewer elements than shards: every holder skips it alike.
     std::vector<Range> parts;
     for (int z = 0; z < zone_count; ++z) parts.push_back(BlockOf(r.count, zone_count, z));
+    std::vector<EncodedPiece> pieces;
     LinkCodecs codecs{std::vector<const Codec*>(zone_count, inter_codec), inter_codec, feedback,
-                      r.begin};
+                      r.begin, &pieces};
     absl::Status s = ButterflyAllReduce(cross, acc + r.begin * es, acc + r.begin * es, r.count,
                                         acc_type, cross_op, parts, codecs);
     if (!s.ok()) return s;
+    for (EncodedPiece piece : pieces) {
+      piece.range.begin += r.begin;
+      own_pieces.push_back(piece);
+    }
   }
   ctx.EndPhase("across zones");
   // 3. Round this rank's block once, then gather the zone's blocks as bytes.
@@ -96,6 +150,24 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
   FinalizeReduction(out + own.begin * out_es, acc + own.begin * es, own.count, dtype, op,
                     static_cast<int>(zone_of.size()));
   if (m == 1) return absl::OkStatus();
+  if (relay_encoded) {
+    // Every mate's pieces, laid out as its cross-zone butterflies cut them.
+    std::vector<std::vector<Range>> layout(m);
+    for (int k = 0; k < m; ++k) {
+      const auto [k_first, k_last] = ShardsOf(k, m, shards);
+      for (int shard = k_first; shard < k_last; ++shard) {
+        const Range r = BlockOf(count, shards, shard);
+        for (int z = 0; z < zone_count && r.count > 0; ++z) {
+          const Range part = BlockOf(r.count, zone_count, z);
+          for (const Range& seg : Segments(part, segment)) {
+            layout[k].push_back(Range{r.begin + seg.begin, seg.count});
+          }
+        }
+      }
+    }
+    return GatherEncodedInZone(zone, layout, own_pieces, *inter_codec, out, dtype, op,
+                               static_cast<int>(zone_of.size()));
+  }
   RingAllGather gather(zone, out, out_es, blocks, std::max<size_t>(1, ctx.chunk_bytes() / out_es));
   gather.PostReceives();
   for (size_t k = 0; k < gather.own_segments(); ++k) gather.SendOwnSegment();

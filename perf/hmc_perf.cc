@@ -132,6 +132,17 @@ double GaussianError(const PerfArgs& a, int n, const std::vector<uint8_t>& out, 
   return norm > 0 ? std::sqrt(err / norm) : 0;
 }
 
+// Reduces `count` values in place across the group (bookkeeping: times, counts, checksums);
+// prints the error and returns false if that fails.
+bool ReduceInPlace(Communicator& comm, void* data, size_t count, DType dtype, ReduceOp op) {
+  const Buffer b{data, count, dtype};
+  if (absl::Status s = comm.AllReduce(b, b, op)->Wait(); !s.ok()) {
+    std::fprintf(stderr, "hmc-perf: rank %d: %s\n", comm.rank(), s.ToString().c_str());
+    return false;
+  }
+  return true;
+}
+
 void FillInput(const std::string& collective, const PerfArgs& a, int rank, int n,
                std::vector<uint8_t>& in, size_t count) {
   if (a.gaussian) {
@@ -260,12 +271,7 @@ int RunRank(const Options& options, PerfArgs a) {
         }
         // The call lasts until its slowest rank is done: this rank alone may finish early.
         double slowest = us;
-        const Buffer slowest_buffer{&slowest, 1, DType::kF64};
-        if (absl::Status m = comm.AllReduce(slowest_buffer, slowest_buffer, ReduceOp::kMax)->Wait();
-            !m.ok()) {
-          std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, m.ToString().c_str());
-          return 1;
-        }
+        if (!ReduceInPlace(comm, &slowest, 1, DType::kF64, ReduceOp::kMax)) return 1;
         if (it >= a.warmup) times.push_back(slowest);
       }
       const double median_us = perf::Median(times);
@@ -283,36 +289,18 @@ int RunRank(const Options& options, PerfArgs a) {
           // Lossy or not, every rank must hold the same bits: compare checksums.
           int64_t sums[2] = {Checksum(std::span<const uint8_t>(out.data(), count * es)), 0};
           sums[1] = -sums[0];
-          if (absl::Status s = comm.AllReduce(Buffer{sums, 2, DType::kI64},
-                                              Buffer{sums, 2, DType::kI64}, ReduceOp::kMax)
-                                   ->Wait();
-              !s.ok()) {
-            std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
-            return 1;
-          }
+          if (!ReduceInPlace(comm, sums, 2, DType::kI64, ReduceOp::kMax)) return 1;
           if (sums[0] != -sums[1] && rank == 0) wrong = static_cast<int64_t>(count);
         } else {
           wrong = static_cast<int64_t>(Check(collective, a, rank, n, out, count));
         }
-        if (absl::Status s = comm.AllReduce(Buffer{&wrong, 1, DType::kI64},
-                                            Buffer{&wrong, 1, DType::kI64}, ReduceOp::kSum)
-                                 ->Wait();
-            !s.ok()) {
-          std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
-          return 1;
-        }
+        if (!ReduceInPlace(comm, &wrong, 1, DType::kI64, ReduceOp::kSum)) return 1;
       }
       total_wrong += wrong;
       const size_t size_bytes = count * es;
       // Egress of the last timed call, summed over ranks.
       double egress[2] = {report.egress_usd, static_cast<double>(report.bytes_sent_across_zones)};
-      if (absl::Status s = comm.AllReduce(Buffer{egress, 2, DType::kF64},
-                                          Buffer{egress, 2, DType::kF64}, ReduceOp::kSum)
-                               ->Wait();
-          !s.ok()) {
-        std::fprintf(stderr, "hmc-perf: rank %d: %s\n", rank, s.ToString().c_str());
-        return 1;
-      }
+      if (!ReduceInPlace(comm, egress, 2, DType::kF64, ReduceOp::kSum)) return 1;
       const double algbw = size_bytes / median_us / 1e3;
       if (rank == 0) {
         const std::string redop = collective == "allreduce" || collective == "reduce_scatter"

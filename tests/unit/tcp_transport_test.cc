@@ -76,6 +76,29 @@ std::vector<uint8_t> Pattern(size_t bytes, uint8_t seed) {
 // Parameters: streams per peer, and whether peers connect over local (Unix) sockets.
 class TcpTransportTest : public testing::TestWithParam<std::tuple<int, bool>> {};
 
+// Two messages of `bytes` between ranks 0 and 1 under tags `tag` and `tag` + 1: a's receive is
+// posted first, b is sent first (so it arrives unexpected). Receives take `capacity` bytes, as
+// RecvUpTo where `up_to`, and must report the length sent.
+void ExchangeBothWays(Mesh& mesh, uint64_t tag, size_t bytes, size_t capacity, bool up_to) {
+  const std::vector<uint8_t> a = Pattern(bytes, 1), b = Pattern(bytes, 2);
+  std::vector<uint8_t> got_a(capacity), got_b(capacity);
+  auto receive = [&](Channel& channel, uint64_t t, std::vector<uint8_t>& into) {
+    return up_to ? channel.RecvUpTo(t, into.data(), capacity)
+                 : channel.Recv(t, into.data(), capacity);
+  };
+  auto recv_a = receive(*mesh.channels[1][0], tag, got_a);
+  auto send_a = mesh.channels[0][1]->Send(tag, a.data(), bytes);
+  auto send_b = mesh.channels[1][0]->Send(tag + 1, b.data(), bytes);
+  absl::SleepFor(absl::Milliseconds(20));
+  auto recv_b = receive(*mesh.channels[0][1], tag + 1, got_b);
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  for (auto& r : {recv_a, send_a, send_b, recv_b}) ASSERT_TRUE(r->Wait(deadline).ok());
+  EXPECT_EQ(recv_a->bytes(), bytes);
+  EXPECT_EQ(recv_b->bytes(), bytes);
+  EXPECT_TRUE(std::equal(a.begin(), a.end(), got_a.begin())) << bytes;
+  EXPECT_TRUE(std::equal(b.begin(), b.end(), got_b.begin())) << bytes;
+}
+
 TEST_P(TcpTransportTest, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
   const auto [streams, local] = GetParam();
   Mesh mesh = Connect(2, streams, local);
@@ -83,18 +106,7 @@ TEST_P(TcpTransportTest, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
   for (size_t bytes :
        {size_t{0}, size_t{1}, size_t{4095}, size_t{4097}, size_t{1000003}, size_t{8} << 20}) {
     total += bytes;
-    const std::vector<uint8_t> a = Pattern(bytes, 1), b = Pattern(bytes, 2);
-    std::vector<uint8_t> got_a(bytes), got_b(bytes);
-    // Message a: receive posted first. Message b: sent first, so it arrives unexpected.
-    auto recv_a = mesh.channels[1][0]->Recv(100 + bytes, got_a.data(), bytes);
-    auto send_a = mesh.channels[0][1]->Send(100 + bytes, a.data(), bytes);
-    auto send_b = mesh.channels[1][0]->Send(200 + bytes, b.data(), bytes);
-    absl::SleepFor(absl::Milliseconds(20));
-    auto recv_b = mesh.channels[0][1]->Recv(200 + bytes, got_b.data(), bytes);
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    for (auto& r : {recv_a, send_a, send_b, recv_b}) ASSERT_TRUE(r->Wait(deadline).ok());
-    EXPECT_EQ(got_a, a) << bytes;
-    EXPECT_EQ(got_b, b) << bytes;
+    ExchangeBothWays(mesh, 100 + 2 * bytes, bytes, bytes, /*up_to=*/false);
   }
   EXPECT_EQ(mesh.channels[0][1]->stats().bytes_sent, total);
   EXPECT_EQ(mesh.channels[1][0]->stats().bytes_received, total);
@@ -201,20 +213,7 @@ TEST_P(TcpTransportTest, ReceiveUpToTakesAnyShorterMessageAndReportsItsLength) {
   Mesh mesh = Connect(2, streams, local);
   constexpr size_t kCapacity = size_t{3} << 20;
   for (size_t bytes : {size_t{0}, size_t{7}, size_t{70000}, size_t{1000003}, kCapacity}) {
-    const std::vector<uint8_t> a = Pattern(bytes, 3), b = Pattern(bytes, 4);
-    std::vector<uint8_t> got_a(kCapacity), got_b(kCapacity);
-    // a: the receive is posted first; b: the message arrives first.
-    auto recv_a = mesh.channels[1][0]->RecvUpTo(300 + bytes, got_a.data(), kCapacity);
-    auto send_a = mesh.channels[0][1]->Send(300 + bytes, a.data(), bytes);
-    auto send_b = mesh.channels[1][0]->Send(400 + bytes, b.data(), bytes);
-    absl::SleepFor(absl::Milliseconds(20));
-    auto recv_b = mesh.channels[0][1]->RecvUpTo(400 + bytes, got_b.data(), kCapacity);
-    const absl::Time deadline = absl::Now() + absl::Seconds(30);
-    for (auto& r : {recv_a, send_a, send_b, recv_b}) ASSERT_TRUE(r->Wait(deadline).ok());
-    ASSERT_EQ(recv_a->bytes(), bytes);
-    ASSERT_EQ(recv_b->bytes(), bytes);
-    EXPECT_TRUE(std::equal(a.begin(), a.end(), got_a.begin())) << bytes;
-    EXPECT_TRUE(std::equal(b.begin(), b.end(), got_b.begin())) << bytes;
+    ExchangeBothWays(mesh, 300 + 2 * bytes, bytes, kCapacity, /*up_to=*/true);
   }
 }
 
