@@ -165,8 +165,10 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
         }
       }
     }
-    return GatherEncodedInZone(zone, layout, own_pieces, *inter_codec, out, dtype, op,
-                               static_cast<int>(zone_of.size()));
+    absl::Status gathered = GatherEncodedInZone(zone, layout, own_pieces, *inter_codec, out, dtype,
+                                                op, static_cast<int>(zone_of.size()));
+    ctx.EndPhase("gather in zone");
+    return gathered;
   }
   RingAllGather gather(zone, out, out_es, blocks, std::max<size_t>(1, ctx.chunk_bytes() / out_es));
   gather.PostReceives();

@@ -311,11 +311,17 @@ int RunRank(const Options& options, PerfArgs a) {
         perf::PrintTableRow(stdout, {size_bytes, count, std::string(DTypeName(a.dtype)), redop,
                                      median_us, algbw, busbw, shown_wrong});
         if (collective == "allreduce") {
+          // The plan, rank 0's phases, the egress of all ranks and the error of lossy codecs.
+          std::string phases;
+          for (const auto& [phase, time] : report.phases) {
+            absl::StrAppendFormat(&phases, "%s%s %.2f s", phases.empty() ? "; rank 0: " : ", ",
+                                  phase, absl::ToDoubleSeconds(time));
+          }
           std::printf(
-              "#   %s (%s); across zones %.1f MB, egress $%.5f per call, $%.4f per GB "
+              "#   %s (%s%s); across zones %.1f MB, egress $%.5f per call, $%.4f per GB "
               "averaged%s\n",
-              report.algorithm.c_str(), report.plan.c_str(), egress[1] / 1e6, egress[0],
-              egress[0] / (size_bytes / 1e9),
+              report.algorithm.c_str(), report.plan.c_str(), phases.c_str(), egress[1] / 1e6,
+              egress[0], egress[0] / (size_bytes / 1e9),
               l2_error >= 0 ? absl::StrFormat("; rel. L2 error %.2e", l2_error).c_str() : "");
         }
         if (json != nullptr) {

@@ -240,7 +240,8 @@ namespace {
 
 // Every shipped topology parses and defines a path between every pair of its hosts.
 TEST(Topology, ShippedTopologiesAreComplete) {
-  for (const char* name : {"one-zone", "us-eu", "four-continents", "multicloud-us", "hybrid"}) {
+  for (const char* name :
+       {"one-zone", "us-eu", "four-continents", "multicloud-us", "hybrid", "hybrid-slow-peer"}) {
     auto t = LoadTopology(std::string(HMC_SOURCE_DIR "/perf/topologies/") + name + ".topo");
     ASSERT_TRUE(t.ok()) << name << ": " << t.status();
     EXPECT_TRUE(LinkModel::Create(*t, 1).ok()) << name << ": " << LinkModel::Create(*t, 1).status();
