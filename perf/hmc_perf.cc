@@ -133,10 +133,13 @@ double GaussianError(const PerfArgs& a, int n, const std::vector<uint8_t>& out, 
 }
 
 // Reduces `count` values in place across the group (bookkeeping: times, counts, checksums);
-// prints the error and returns false if that fails.
+// prints the error and returns false if that fails. Always by halving-doubling, whatever --algo
+// forces, so that what runs between two timed calls is the same for every plan.
 bool ReduceInPlace(Communicator& comm, void* data, size_t count, DType dtype, ReduceOp op) {
   const Buffer b{data, count, dtype};
-  if (absl::Status s = comm.AllReduce(b, b, op)->Wait(); !s.ok()) {
+  CallOptions call;
+  call.algo = "halving_doubling";
+  if (absl::Status s = comm.AllReduce(b, b, op, call)->Wait(); !s.ok()) {
     std::fprintf(stderr, "hmc-perf: rank %d: %s\n", comm.rank(), s.ToString().c_str());
     return false;
   }
