@@ -272,7 +272,7 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
 
 LinkMatrix Communicator::links() const {
   MutexLock lock(&mu_);
-  return links_;
+  return *links_;
 }
 
 absl::StatusOr<AllReducePlan> Communicator::PlanAllReduce(const Buffer& in,
@@ -280,15 +280,19 @@ absl::StatusOr<AllReducePlan> Communicator::PlanAllReduce(const Buffer& in,
   TunerInput input;
   input.bytes = in.bytes();
   input.zone_of = ZoneIndexes();
-  const LinkMatrix matrix = links();
-  input.links = &matrix;
+  std::shared_ptr<const LinkMatrix> matrix;
+  {
+    MutexLock lock(&mu_);
+    matrix = links_;
+  }
+  input.links = matrix.get();
   input.algo = call.algo.empty() ? options_.algo : call.algo;
   input.codec_inter = call.codec_inter.empty() ? options_.codec_inter : call.codec_inter;
   input.codec_intra = call.codec_intra.empty() ? options_.codec_intra : call.codec_intra;
   input.shares = options_.shares;
   input.small_message_bytes = static_cast<size_t>(options_.small_message_bytes);
   input.chunk_bytes = static_cast<size_t>(options_.chunk_bytes);
-  input.codec_encode_bytes_per_s = matrix.auto_codec_bytes_per_s;
+  input.codec_encode_bytes_per_s = matrix->auto_codec_bytes_per_s;
   return ChoosePlan(input);
 }
 

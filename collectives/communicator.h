@@ -138,7 +138,9 @@ class Communicator {
   std::vector<uint32_t> sends_to_ ABSL_GUARDED_BY(mu_);  // Point-to-point counts per peer.
   std::vector<uint32_t> receives_from_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
-  LinkMatrix links_ ABSL_GUARDED_BY(mu_);
+  // Replaced whole by each probe; calls plan from a shared snapshot instead of copying it.
+  std::shared_ptr<const LinkMatrix> links_ ABSL_GUARDED_BY(mu_) =
+      std::make_shared<const LinkMatrix>();
   std::map<std::string, std::unique_ptr<Codec>> codecs_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -17,8 +17,6 @@ namespace hmc {
 namespace {
 
 constexpr int kPings = 5;
-constexpr size_t kChunkBytes = 64 << 10;  // As the streams probe: what is in flight drains fast.
-constexpr size_t kChunksPerStream = 2;
 constexpr double kLongLinkRttMs = 10;
 constexpr uint64_t kLongLinkStripeMinBytes = 16 << 10;
 
@@ -151,38 +149,21 @@ absl::Status Communicator::ProbeLinks() {
   // Rates: every rank streams to every peer at once for the window, a sender and a receiver
   // thread per peer; links inside the host only send their end marker.
   const absl::Duration window = absl::Seconds(window_s);
-  std::vector<uint8_t> chunk(kChunkBytes, 0), last(kChunkBytes, 0);
-  last[0] = 1;
   std::vector<absl::Status> send_errors(n);
   for (int p = 0; p < n; ++p) {
     if (p == rank_) continue;
     threads.emplace_back([&, p] {
-      const bool local = channels_[p]->local();
-      const size_t depth = kChunksPerStream * channels_[p]->active_streams();
-      const absl::Time stop = absl::Now() + window;
-      std::vector<std::shared_ptr<Work>> in_flight;
-      while (!local && absl::Now() < stop && send_errors[p].ok()) {
-        if (in_flight.size() >= depth) {
-          send_errors[p] = wait(in_flight.front());
-          in_flight.erase(in_flight.begin());
-        }
-        in_flight.push_back(Send(Buffer{chunk.data(), chunk.size(), DType::kU8}, p));
-      }
-      in_flight.push_back(Send(Buffer{last.data(), last.size(), DType::kU8}, p));
-      for (auto& w : in_flight) {
-        if (absl::Status s = wait(w); send_errors[p].ok()) send_errors[p] = s;
-      }
+      send_errors[p] =
+          SendProbeChunks(*this, p, window, kProbeChunksPerStream * channels_[p]->active_streams(),
+                          channels_[p]->local());
     });
     threads.emplace_back([&, p] {
-      std::vector<uint8_t> received(kChunkBytes);
-      RateMeter meter(absl::Now());
-      for (bool done = false; !done;) {
-        errors[p] = wait(Recv(Buffer{received.data(), received.size(), DType::kU8}, p));
-        if (!errors[p].ok()) return;
-        meter.Arrived(absl::Now(), received.size());
-        done = received[0] == 1;
+      absl::StatusOr<double> rate = ReceiveProbeChunks(*this, p);
+      if (!rate.ok()) {
+        errors[p] = rate.status();
+      } else if (!channels_[p]->local()) {
+        matrix.mbit[p * n + rank_] = *rate;
       }
-      if (!channels_[p]->local()) matrix.mbit[p * n + rank_] = meter.Mbit();
     });
   }
   for (auto& t : threads) t.join();
@@ -245,7 +226,7 @@ absl::Status Communicator::ProbeLinks() {
     }
   }
   MutexLock lock(&mu_);
-  links_ = std::move(matrix);
+  links_ = std::make_shared<const LinkMatrix>(std::move(matrix));
   return absl::OkStatus();
 }
 

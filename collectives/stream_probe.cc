@@ -15,9 +15,6 @@ namespace {
 // Below stripe_min_bytes (each chunk takes one stream), and small, so that what is in flight when
 // the window closes (two per stream) drains quickly even from a slow link.
 constexpr size_t kChunkBytes = 64 << 10;
-// Sends waiting in this process per stream. The kernel's socket buffers carry the bandwidth-delay
-// product; more here would only lengthen the drain after the window closes.
-constexpr size_t kChunksPerStream = 2;
 constexpr int kPings = 5;
 constexpr double kSlowStartShare = 0.4;
 
@@ -52,6 +49,47 @@ double RateMeter::Mbit() const {
   return bytes * 8 / absl::ToDoubleSeconds(end - from) / 1e6;
 }
 
+absl::Status SendProbeChunks(Communicator& comm, int peer, absl::Duration window, size_t depth,
+                             bool marker_only) {
+  static const std::vector<uint8_t> chunk(kChunkBytes, 0);
+  static const std::vector<uint8_t> last = [] {
+    std::vector<uint8_t> v(kChunkBytes, 0);
+    v[0] = 1;
+    return v;
+  }();
+  // The point-to-point API takes mutable buffers; sends only read them.
+  auto send = [&](const std::vector<uint8_t>& bytes) {
+    return comm.Send(Buffer{const_cast<uint8_t*>(bytes.data()), bytes.size(), DType::kU8}, peer);
+  };
+  absl::Status status;
+  const absl::Time stop = absl::Now() + window;
+  std::vector<std::shared_ptr<Work>> in_flight;
+  while (!marker_only && absl::Now() < stop && status.ok()) {
+    if (in_flight.size() >= depth) {
+      status = in_flight.front()->Wait();
+      in_flight.erase(in_flight.begin());
+    }
+    in_flight.push_back(send(chunk));
+  }
+  in_flight.push_back(send(last));
+  for (auto& w : in_flight) {
+    if (absl::Status s = w->Wait(); status.ok()) status = s;
+  }
+  return status;
+}
+
+absl::StatusOr<double> ReceiveProbeChunks(Communicator& comm, int peer) {
+  std::vector<uint8_t> received(kChunkBytes);
+  RateMeter meter(absl::Now());
+  for (bool done = false; !done;) {
+    absl::Status s = comm.Recv(Buffer{received.data(), received.size(), DType::kU8}, peer)->Wait();
+    if (!s.ok()) return s;
+    meter.Arrived(absl::Now(), received.size());
+    done = received[0] == 1;
+  }
+  return meter.Mbit();
+}
+
 absl::Status Communicator::ProbeStreams() {
   const int n = size();
   const int next = (rank_ + 1) % n;
@@ -81,41 +119,20 @@ absl::Status Communicator::ProbeStreams() {
   }
   const absl::Duration window = absl::Seconds(window_s);
 
-  std::vector<uint8_t> chunk(kChunkBytes, 0), last(kChunkBytes, 0), received(kChunkBytes);
-  last[0] = 1;
   // One measurement: this rank streams chunks to its successor for `window` while it receives
   // from its predecessor, and returns the incoming rate.
   auto measure = [&](int streams) -> absl::StatusOr<double> {
     if (!out.local()) out.SetActiveStreams(streams);
     absl::Status send_status;
     std::thread sender([&] {
-      if (out.local()) return;
-      const absl::Time stop = absl::Now() + window;
-      std::vector<std::shared_ptr<Work>> in_flight;
-      while (absl::Now() < stop && send_status.ok()) {
-        if (in_flight.size() >= kChunksPerStream * streams) {
-          send_status = wait(in_flight.front());
-          in_flight.erase(in_flight.begin());
-        }
-        in_flight.push_back(Send(Buffer{chunk.data(), chunk.size(), DType::kU8}, next));
-      }
-      in_flight.push_back(Send(Buffer{last.data(), last.size(), DType::kU8}, next));
-      for (auto& w : in_flight) {
-        if (absl::Status s = wait(w); send_status.ok()) send_status = s;
-      }
+      send_status =
+          SendProbeChunks(*this, next, window, kProbeChunksPerStream * streams, out.local());
     });
-    RateMeter meter(absl::Now());
-    absl::Status receive_status;
-    for (bool done = in.local(); !done;) {
-      receive_status = wait(Recv(Buffer{received.data(), received.size(), DType::kU8}, prev));
-      if (!receive_status.ok()) break;
-      meter.Arrived(absl::Now(), received.size());
-      done = received[0] == 1;
-    }
+    absl::StatusOr<double> rate = ReceiveProbeChunks(*this, prev);
     sender.join();
-    if (!receive_status.ok()) return receive_status;
+    if (!rate.ok()) return rate.status();
     if (!send_status.ok()) return send_status;
-    return meter.Mbit();
+    return *rate;
   };
 
   absl::StatusOr<double> one = measure(1);

@@ -1,13 +1,17 @@
 #ifndef HMC_COLLECTIVES_STREAM_PROBE_H_
 #define HMC_COLLECTIVES_STREAM_PROBE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
 namespace hmc {
+
+class Communicator;
 
 // How many of its parallel connections per peer a communicator spreads sends over, and what the
 // probe at creation measured to choose it (HMC_STREAMS=0). On a wide-area path one TCP stream is
@@ -46,6 +50,19 @@ class RateMeter {
   absl::Time start_;
   std::vector<std::pair<absl::Time, uint64_t>> arrivals_;
 };
+
+// Probe sends waiting in this process per stream. The kernel's socket buffers carry the
+// bandwidth-delay product; more here would only lengthen the drain after the window closes.
+inline constexpr size_t kProbeChunksPerStream = 2;
+
+// Probe traffic, shared by the streams probe and the link probe, over point-to-point messages:
+// small chunks (each on one stream, and quick to drain from a slow link when the window closes).
+// The sender streams chunks to `peer` for `window`, at most `depth` in flight (none at all where
+// `marker_only`), then an end marker; the receiver takes them up to the marker and returns the
+// rate a RateMeter saw, Mbit/s.
+absl::Status SendProbeChunks(Communicator& comm, int peer, absl::Duration window, size_t depth,
+                             bool marker_only);
+absl::StatusOr<double> ReceiveProbeChunks(Communicator& comm, int peer);
 
 }  // namespace hmc
 
