@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace hmc {
@@ -117,6 +118,17 @@ absl::StatusOr<SocketAddress> SocketAddress::LocalOf(int fd) {
     return Errno("getsockname");
   }
   return FromSockaddr(reinterpret_cast<sockaddr*>(&storage), len);
+}
+
+absl::StatusOr<SocketAddress> LocalAddressTowards(const SocketAddress& remote) {
+  UniqueFd fd(socket(remote.family(), SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!fd.valid()) return Errno("socket");
+  if (connect(fd.get(), remote.raw(), remote.length()) != 0) {
+    return Errno(absl::StrCat("no route to ", remote.host()));
+  }
+  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(fd.get());
+  if (local.ok()) local->set_port(0);
+  return local;
 }
 
 absl::StatusOr<SocketAddress> SocketAddress::PeerOf(int fd) {

@@ -55,6 +55,10 @@ class SocketAddress {
   socklen_t length_ = 0;
 };
 
+// The local address this host would use to reach `remote` (a connected UDP socket: nothing is
+// sent), port 0.
+absl::StatusOr<SocketAddress> LocalAddressTowards(const SocketAddress& remote);
+
 // A listening TCP socket (SO_REUSEADDR, non-blocking) bound to `address` (port 0: any free port).
 // `buffer_bytes` > 0 sets SO_SNDBUF/SO_RCVBUF, which accepted sockets inherit.
 absl::StatusOr<UniqueFd> ListenTcp(const SocketAddress& address, int backlog = 512,

@@ -1,17 +1,12 @@
 #include "launcher/local_group.h"
 
-#include <signal.h>
-
 #include <memory>
-#include <optional>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "core/auth.h"
 #include "core/coordinator.h"
-#include "core/log.h"
-#include "launcher/process.h"
+#include "launcher/group_runner.h"
 
 namespace hmc {
 
@@ -30,46 +25,14 @@ absl::StatusOr<int> RunLocalGroup(const LocalGroupSpec& spec) {
   options.coordinator = (*coordinator)->address().ToString();
   options.token = config.token;
   options.world_size = spec.ranks;
-  std::vector<Process> ranks;
+  std::vector<RankProcess> ranks;
   for (int r = 0; r < spec.ranks; ++r) {
     options.rank = r;
     if (!spec.zones.empty()) options.zone = spec.zones[r % spec.zones.size()];
-    absl::StatusOr<Process> p = Process::Spawn(spec.argv, options.ToEnvironment());
-    if (!p.ok()) return p.status();
-    ranks.push_back(std::move(*p));
+    ranks.push_back({.command = {.argv = spec.argv, .env = options.ToEnvironment()},
+                     .name = absl::StrCat("rank ", r)});
   }
-  const absl::Time deadline = absl::Now() + spec.timeout;
-  std::optional<int> first_failure;
-  std::vector<bool> exited(spec.ranks, false);
-  int running = spec.ranks;
-  absl::Time kill_at = absl::InfiniteFuture();
-  while (running > 0) {
-    for (int r = 0; r < spec.ranks; ++r) {
-      int code;
-      if (exited[r] || !ranks[r].Poll(&code)) continue;
-      exited[r] = true;
-      --running;
-      if (code != 0 && !first_failure.has_value()) {
-        first_failure = code;
-        Logf("launcher", "rank %d exited with status %d; stopping the others", r, code);
-        for (Process& p : ranks) p.Signal(SIGTERM);
-        kill_at = absl::Now() + absl::Seconds(5);
-      }
-    }
-    const absl::Time now = absl::Now();
-    if (now >= kill_at) {
-      for (Process& p : ranks) p.Signal(SIGKILL);
-      kill_at = absl::InfiniteFuture();
-    }
-    if (now >= deadline) {
-      for (Process& p : ranks) p.Signal(SIGKILL);
-      for (Process& p : ranks) p.Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
-      return absl::DeadlineExceededError(absl::StrFormat("the group ran past its timeout of %s",
-                                                         absl::FormatDuration(spec.timeout)));
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return first_failure.value_or(0);
+  return RunRanks(std::move(ranks), {.timeout = spec.timeout});
 }
 
 }  // namespace hmc

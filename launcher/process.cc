@@ -29,7 +29,7 @@ int ExitCodeOf(int wait_status) {
 
 absl::StatusOr<Process> Process::Spawn(const std::vector<std::string>& argv,
                                        const std::vector<std::string>& env,
-                                       const std::string& output_path) {
+                                       const ProcessIo& io) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
   std::map<std::string, std::string> merged;
   for (char** e = environ; *e != nullptr; ++e) {
@@ -55,17 +55,18 @@ absl::StatusOr<Process> Process::Spawn(const std::vector<std::string>& argv,
   std::vector<char*> c_argv;
   for (std::string& a : args) c_argv.push_back(a.data());
   c_argv.push_back(nullptr);
-  int output_fd = -1;
-  if (!output_path.empty()) {
-    output_fd = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (output_fd < 0) {
+  int opened_fd = -1;
+  if (!io.output_path.empty()) {
+    opened_fd = open(io.output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (opened_fd < 0) {
       return absl::InternalError(
-          absl::StrFormat("cannot open %s: %s", output_path, std::strerror(errno)));
+          absl::StrFormat("cannot open %s: %s", io.output_path, std::strerror(errno)));
     }
   }
+  const int output_fd = opened_fd >= 0 ? opened_fd : io.output_fd;
   const pid_t pid = fork();
   if (pid < 0) {
-    if (output_fd >= 0) close(output_fd);
+    if (opened_fd >= 0) close(opened_fd);
     return absl::InternalError(absl::StrFormat("fork: %s", std::strerror(errno)));
   }
   if (pid == 0) {
@@ -73,13 +74,14 @@ absl::StatusOr<Process> Process::Spawn(const std::vector<std::string>& argv,
       dup2(output_fd, STDOUT_FILENO);
       dup2(output_fd, STDERR_FILENO);
     }
+    if (io.input_fd >= 0) dup2(io.input_fd, STDIN_FILENO);
     execvpe(c_argv[0], c_argv.data(), envp.data());
     const char message[] = "hmc: exec failed\n";
     const ssize_t ignored = write(STDERR_FILENO, message, sizeof(message) - 1);
     (void)ignored;
     _exit(127);
   }
-  if (output_fd >= 0) close(output_fd);
+  if (opened_fd >= 0) close(opened_fd);
   return Process(pid);
 }
 

@@ -11,15 +11,22 @@
 
 namespace hmc {
 
+// Where a child's standard streams go; by default they are the parent's.
+struct ProcessIo {
+  std::string output_path;  // Receives stdout and stderr (created or truncated).
+  int output_fd = -1;       // Or: stdout and stderr go to this descriptor (e.g. a pipe).
+  int input_fd = -1;        // stdin comes from this descriptor.
+};
+
 // A child process started with fork+exec, stopped by PID.
 class Process {
  public:
   // Starts argv[0] (searched in PATH when it has no slash) with the current environment plus
-  // `env` ("NAME=value" entries override inherited ones).
-  // `output_path`, when given, receives the child's stdout and stderr (created or truncated).
+  // `env` ("NAME=value" entries override inherited ones). The parent keeps its copies of the
+  // descriptors in `io`.
   static absl::StatusOr<Process> Spawn(const std::vector<std::string>& argv,
                                        const std::vector<std::string>& env,
-                                       const std::string& output_path = "");
+                                       const ProcessIo& io = {});
   Process(Process&& other) noexcept : pid_(other.pid_), exit_status_(other.exit_status_) {
     other.pid_ = -1;
   }

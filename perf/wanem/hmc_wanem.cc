@@ -64,7 +64,7 @@ std::string ReadFile(const std::string& path) {
 
 // Runs a command (no shell), its output to `log`; the error quotes the output.
 absl::Status Run(const std::vector<std::string>& argv, const std::string& log) {
-  absl::StatusOr<Process> p = Process::Spawn(argv, {}, log);
+  absl::StatusOr<Process> p = Process::Spawn(argv, {}, {.output_path = log});
   if (!p.ok()) return p.status();
   absl::StatusOr<int> code = p->Wait(absl::Now() + absl::Seconds(30));
   if (!code.ok()) return code.status();

@@ -54,7 +54,7 @@ Group StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_tim
     g.outputs.push_back(absl::StrCat(dir, "/peer_failure_rank", r, "_", getpid(), ".log"));
     auto p =
         Process::Spawn({HMC_TEST_RANK_PATH, "endless", absl::StrCat("--expect_failed=", kVictim)},
-                       options.ToEnvironment(), g.outputs.back());
+                       options.ToEnvironment(), {.output_path = g.outputs.back()});
     EXPECT_TRUE(p.ok()) << p.status();
     g.ranks.push_back(std::move(*p));
   }

@@ -28,7 +28,7 @@ std::string ReadFile(const std::string& path) {
 int RunWanem(const std::vector<std::string>& args, const std::string& output = "") {
   std::vector<std::string> argv = {HMC_WANEM_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
-  auto p = Process::Spawn(argv, {}, output);
+  auto p = Process::Spawn(argv, {}, {.output_path = output});
   if (!p.ok()) return -1;
   auto code = p->Wait(absl::Now() + absl::Seconds(60));
   return code.ok() ? *code : -1;
@@ -61,7 +61,7 @@ class WanemUp : public testing::Test {
     std::vector<std::string> argv = {
         HMC_WANEM_PATH, "exec", host, "--prefix=" + prefix_, "--", "env", "HMC_TOKEN=" + token_};
     argv.insert(argv.end(), command.begin(), command.end());
-    auto p = Process::Spawn(argv, {}, output);
+    auto p = Process::Spawn(argv, {}, {.output_path = output});
     ASSERT_TRUE(p.ok()) << p.status();
     processes_.push_back(std::move(*p));
   }
@@ -77,7 +77,7 @@ class WanemUp : public testing::Test {
     EXPECT_EQ(RunWanem({"down", "--prefix=" + prefix_}), 0);
     // Nothing of this prefix is left behind.
     const std::string list = testing::TempDir() + "/netns.out";
-    auto p = Process::Spawn({"ip", "netns", "list"}, {}, list);
+    auto p = Process::Spawn({"ip", "netns", "list"}, {}, {.output_path = list});
     ASSERT_TRUE(p.ok());
     p->Wait(absl::Now() + absl::Seconds(10)).IgnoreError();
     EXPECT_FALSE(absl::StrContains(ReadFile(list), prefix_ + "-")) << ReadFile(list);

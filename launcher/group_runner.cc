@@ -1,0 +1,201 @@
+#include "launcher/group_runner.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/log.h"
+#include "core/socket.h"
+#include "launcher/process.h"
+
+namespace hmc {
+namespace {
+
+volatile std::sig_atomic_t g_signal = 0;
+volatile std::sig_atomic_t g_signal_count = 0;
+
+void OnSignal(int signal) {
+  g_signal = signal;
+  g_signal_count = g_signal_count + 1;
+}
+
+// Installs the forwarding handlers for its lifetime.
+class SignalCatcher {
+ public:
+  SignalCatcher() {
+    g_signal = 0;
+    g_signal_count = 0;
+    struct sigaction action = {};
+    action.sa_handler = OnSignal;
+    sigemptyset(&action.sa_mask);
+    sigaction(SIGINT, &action, &old_int_);
+    sigaction(SIGTERM, &action, &old_term_);
+  }
+  ~SignalCatcher() {
+    sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGTERM, &old_term_, nullptr);
+  }
+
+ private:
+  struct sigaction old_int_ = {};
+  struct sigaction old_term_ = {};
+};
+
+void WriteLine(const std::string& label, absl::string_view line) {
+  const std::string out = absl::StrCat(label, " ", line, "\n");
+  std::fwrite(out.data(), 1, out.size(), stdout);
+  std::fflush(stdout);
+}
+
+// One running rank: its process, the read end of its output pipe, the write end of its stdin.
+struct Running {
+  RankProcess spec;
+  std::optional<Process> process;
+  UniqueFd output;
+  UniqueFd stdin_write;
+  std::string partial;  // Output after the last newline.
+  bool exited = false;
+
+  // Reads what is there; false at end of file.
+  bool Drain() {
+    char buffer[16384];
+    const ssize_t n = read(output.get(), buffer, sizeof(buffer));
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    if (n <= 0) {
+      if (!partial.empty()) WriteLine(spec.label, partial);
+      partial.clear();
+      output.Reset();
+      return false;
+    }
+    partial.append(buffer, static_cast<size_t>(n));
+    size_t start = 0;
+    for (size_t nl = partial.find('\n'); nl != std::string::npos;
+         nl = partial.find('\n', start)) {
+      WriteLine(spec.label, absl::string_view(partial).substr(start, nl - start));
+      start = nl + 1;
+    }
+    partial.erase(0, start);
+    return true;
+  }
+
+  void Stop(int signal) {
+    stdin_write.Reset();  // An ssh rank's remote watcher sees EOF and stops the program.
+    process->Signal(signal);
+  }
+};
+
+absl::Status StartRank(Running& r) {
+  ProcessIo io;
+  UniqueFd output_write;
+  UniqueFd stdin_read;
+  if (!r.spec.label.empty()) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+    r.output = UniqueFd(fds[0]);
+    output_write = UniqueFd(fds[1]);
+    fcntl(r.output.get(), F_SETFL, O_NONBLOCK);
+    io.output_fd = output_write.get();
+  }
+  if (r.spec.command.stdin_pipe) {
+    int fds[2];
+    if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
+    stdin_read = UniqueFd(fds[0]);
+    r.stdin_write = UniqueFd(fds[1]);
+    io.input_fd = stdin_read.get();
+  }
+  absl::StatusOr<Process> p = Process::Spawn(r.spec.command.argv, r.spec.command.env, io);
+  if (!p.ok()) {
+    return absl::Status(p.status().code(),
+                        absl::StrCat("cannot start ", r.spec.name, ": ", p.status().message()));
+  }
+  r.process.emplace(std::move(*p));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSettings& settings) {
+  SignalCatcher catcher;
+  std::vector<Running> ranks(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    ranks[i].spec = std::move(specs[i]);
+    if (absl::Status s = StartRank(ranks[i]); !s.ok()) {
+      for (size_t j = 0; j < i; ++j) ranks[j].Stop(SIGKILL);
+      return s;
+    }
+  }
+  const absl::Time deadline = absl::Now() + settings.timeout;
+  std::optional<int> result;
+  absl::Time kill_at = absl::InfiniteFuture();
+  int forwarded = 0;
+  auto stop_all = [&](int signal) {
+    for (Running& r : ranks) {
+      if (!r.exited) r.Stop(signal);
+    }
+  };
+  size_t running = ranks.size();
+  absl::Time drain_until = absl::InfiniteFuture();
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<Running*> owners;
+    for (Running& r : ranks) {
+      if (r.output.valid()) {
+        fds.push_back({r.output.get(), POLLIN, 0});
+        owners.push_back(&r);
+      }
+    }
+    if (running == 0 && (fds.empty() || absl::Now() >= drain_until)) break;
+    poll(fds.data(), fds.size(), 20);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) owners[i]->Drain();
+    }
+    for (Running& r : ranks) {
+      int code;
+      if (r.exited || !r.process->Poll(&code)) continue;
+      r.exited = true;
+      r.stdin_write.Reset();
+      --running;
+      // Grandchildren may keep a pipe open: output is drained for at most two seconds more.
+      if (running == 0) drain_until = absl::Now() + absl::Seconds(2);
+      if (code != 0 && !result.has_value()) {
+        result = code;
+        Logf("hmcrun", "%s exited with status %d; stopping the others", r.spec.name, code);
+        stop_all(SIGTERM);
+        kill_at = absl::Now() + settings.grace;
+      }
+    }
+    if (g_signal_count > forwarded) {
+      forwarded = g_signal_count;
+      const int signal = forwarded > 1 ? SIGKILL : static_cast<int>(g_signal);
+      Logf("hmcrun", "got signal %d; forwarding %s to every rank", static_cast<int>(g_signal),
+           signal == SIGKILL ? "SIGKILL" : strsignal(signal));
+      if (!result.has_value()) result = 128 + static_cast<int>(g_signal);
+      stop_all(signal);
+      kill_at = std::min(kill_at, absl::Now() + settings.grace);
+    }
+    const absl::Time now = absl::Now();
+    if (now >= kill_at) {
+      stop_all(SIGKILL);
+      kill_at = absl::InfiniteFuture();
+    }
+    if (now >= deadline && running > 0) {
+      stop_all(SIGKILL);
+      for (Running& r : ranks) r.process->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "the group ran past its timeout of %s; killed every rank",
+          absl::FormatDuration(settings.timeout)));
+    }
+  }
+  return result.value_or(0);
+}
+
+}  // namespace hmc

@@ -1,0 +1,247 @@
+// hmcrun: starts one program as a group of ranks on the hosts of an inventory.
+//   hmcrun [-hosts FILE] [-np N] [launcher options] [--OPTION=VALUE…] PROGRAM [ARGS…]
+// See `hmcrun --help` and the README's "hmcrun" section.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
+#include "core/options.h"
+#include "launcher/coordinator_host.h"
+#include "launcher/group_runner.h"
+#include "launcher/inventory.h"
+#include "launcher/local_group.h"
+#include "launcher/rank_command.h"
+
+namespace hmc {
+namespace {
+
+constexpr char kUsage[] = R"(usage: hmcrun [-hosts FILE] [-np N] [options] [--OPTION=VALUE...] PROGRAM [ARGS...]
+
+Starts PROGRAM once per slot of the inventory's hosts (or the first N slots), hosting the
+coordinator, and prefixes every output line with [rank zone host].
+
+  -hosts FILE, -hostfile FILE  Ansible INI inventory (groups are zones; slots=, gpus=, zone=,
+                               netns=, ansible_host/user/port/connection) or MPI hostfile
+                               ("host slots=N"). Default: the built-in examples/inventory.local
+                               (four local ranks in two zones).
+  -np N                        Ranks to start (default: every slot).
+  --coordinator HOST:PORT      Join a running coordinator instead of hosting one.
+  --coordinator-bind HOST:PORT Where the hosted coordinator listens (default: chosen, see README).
+  --token TOKEN                Shared secret (default: $HMC_TOKEN, else a random one).
+  --timeout DURATION           Kill every rank after this long (default 24h), exit 124.
+  --remote-path PATH           The program's path on ssh hosts (default: the same path).
+  -x NAME[=VALUE]              Pass an environment variable to every rank.
+  --dry-run                    Print each rank's command and environment; start nothing.
+  --OPTION=VALUE               Any hmc option (see the README's table), for every rank.
+)";
+
+struct LaunchArgs {
+  std::string hosts;
+  int np = 0;
+  std::string coordinator;
+  std::string coordinator_bind;
+  std::string token;
+  absl::Duration timeout = absl::Hours(24);
+  std::string remote_path;
+  std::vector<std::string> extra_env;
+  bool dry_run = false;
+  std::vector<std::string> program;
+};
+
+int Fail(absl::string_view message) {
+  std::fprintf(stderr, "hmcrun: %.*s\n", static_cast<int>(message.size()), message.data());
+  return 2;
+}
+
+// Launcher flags, then hmc options, up to the program; both -flag and --flag spellings.
+absl::Status ParseArgs(int argc, char** argv, LaunchArgs& args, Options& options) {
+  std::vector<std::string> option_flags;
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string flag = argv[i];
+    if (!absl::StartsWith(flag, "-")) break;
+    if (flag == "--") {
+      ++i;
+      break;
+    }
+    std::string name = absl::StartsWith(flag, "--") ? flag.substr(2) : flag.substr(1);
+    std::string value;
+    bool has_value = false;
+    if (const size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    auto take = [&]() -> absl::StatusOr<std::string> {
+      if (has_value) return value;
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+      return std::string(argv[++i]);
+    };
+    absl::StatusOr<std::string> v;
+    if (name == "help" || name == "h") {
+      std::fputs(kUsage, stdout);
+      std::exit(0);
+    } else if (name == "dry-run") {
+      args.dry_run = true;
+      continue;
+    }
+    if (name == "hosts" || name == "hostfile" || name == "coordinator" ||
+        name == "coordinator-bind" || name == "token" || name == "timeout" ||
+        name == "remote-path" || name == "x" || name == "np" || name == "n") {
+      v = take();
+      if (!v.ok()) return v.status();
+    }
+    if (name == "hosts" || name == "hostfile") {
+      args.hosts = *v;
+    } else if (name == "coordinator") {
+      args.coordinator = *v;
+    } else if (name == "coordinator-bind") {
+      args.coordinator_bind = *v;
+    } else if (name == "token") {
+      args.token = *v;
+    } else if (name == "remote-path") {
+      args.remote_path = *v;
+    } else if (name == "x") {
+      const char* inherited = std::getenv(v->c_str());
+      if (absl::StrContains(*v, '=')) {
+        args.extra_env.push_back(*v);
+      } else if (inherited != nullptr) {
+        args.extra_env.push_back(absl::StrCat(*v, "=", inherited));
+      }
+    } else if (name == "np" || name == "n") {
+      if (!absl::SimpleAtoi(*v, &args.np) || args.np < 1) {
+        return absl::InvalidArgumentError(absl::StrCat("-np ", *v, ": expected a positive count"));
+      }
+    } else if (name == "timeout") {
+      if (!absl::ParseDuration(*v, &args.timeout) || args.timeout <= absl::ZeroDuration()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("--timeout ", *v, ": expected a duration such as 90s or 10m"));
+      }
+    } else if (has_value) {
+      option_flags.push_back(absl::StrCat("--", name, "=", value));
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag, " (see --help)"));
+    }
+  }
+  for (; i < argc; ++i) args.program.push_back(argv[i]);
+  if (args.program.empty()) return absl::InvalidArgumentError("no program given (see --help)");
+  absl::StatusOr<std::vector<std::string>> rest = options.ApplyFlags(option_flags);
+  if (!rest.ok()) return rest.status();
+  if (!rest->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown option ", (*rest)[0], " (see the README's option table)"));
+  }
+  return absl::OkStatus();
+}
+
+// The rank's environment: every hmc option (with the host's hmc_* variables applied), where it
+// sits, and the -x variables.
+absl::StatusOr<std::vector<std::string>> RankEnvironment(const RankPlacement& p, Options options,
+                                                         const LaunchArgs& args) {
+  for (const auto& [key, value] : p.host->vars) {
+    if (!absl::StartsWith(key, "hmc_")) continue;
+    if (absl::Status s = options.Set(key.substr(4), value); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(p.host->where, ": host ", p.host->name, ": ", s.message()));
+    }
+  }
+  options.rank = p.rank;
+  options.zone = p.host->zone;
+  std::vector<std::string> env = options.ToEnvironment();
+  env.push_back(absl::StrCat("HMC_HOST=", p.host->name));
+  env.push_back(absl::StrCat("HMC_LOCAL_RANK=", p.local_rank));
+  env.push_back(absl::StrCat("HMC_LOCAL_SIZE=", p.local_size));
+  env.push_back(absl::StrCat("HMC_GPUS=", p.host->gpus));
+  env.insert(env.end(), args.extra_env.begin(), args.extra_env.end());
+  return env;
+}
+
+std::string Describe(const RankCommand& command) {
+  std::vector<std::string> words;
+  for (const std::string& e : command.env) {
+    words.push_back(absl::StartsWith(e, "HMC_TOKEN=") ? "HMC_TOKEN=<token>" : ShellQuote(e));
+  }
+  for (const std::string& a : command.argv) words.push_back(ShellQuote(a));
+  return absl::StrJoin(words, " ");
+}
+
+int Main(int argc, char** argv) {
+  absl::StatusOr<Options> options = Options::FromEnvironment();
+  if (!options.ok()) return Fail(options.status().message());
+  LaunchArgs args;
+  if (absl::Status s = ParseArgs(argc, argv, args, *options); !s.ok()) return Fail(s.message());
+  absl::StatusOr<Inventory> inventory =
+      args.hosts.empty() ? ParseInventory(DefaultInventoryText(), "(built-in inventory.local)")
+                         : LoadInventory(args.hosts);
+  if (!inventory.ok()) return Fail(inventory.status().message());
+  absl::StatusOr<std::vector<RankPlacement>> placements = PlaceRanks(*inventory, args.np);
+  if (!placements.ok()) return Fail(placements.status().message());
+  const int world_size = static_cast<int>(placements->size());
+  if (!args.token.empty()) options->token = args.token;
+  if (options->token.empty()) options->token = RandomToken();
+  options->world_size = world_size;
+
+  HostedCoordinator hosted;
+  if (!args.coordinator.empty()) {
+    hosted.address = args.coordinator;
+  } else if (args.dry_run) {
+    hosted.address = "<coordinator hosted by hmcrun>";
+  } else {
+    CoordinatorConfig config;
+    config.world_size = world_size;
+    config.world_id = options->world_id;
+    config.token = options->token;
+    config.heartbeat_timeout = options->heartbeat_timeout;
+    absl::StatusOr<HostedCoordinator> started =
+        HostCoordinator(*placements, config, args.coordinator_bind);
+    if (!started.ok()) return Fail(started.status().message());
+    hosted = std::move(*started);
+  }
+  options->coordinator = hosted.address;
+
+  char cwd[PATH_MAX] = {};
+  RemoteSettings remote{.remote_path = args.remote_path,
+                        .working_dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ""};
+  std::vector<std::string> program = args.program;
+  if (absl::StrContains(program[0], '/') && !absl::StartsWith(program[0], "/")) {
+    char resolved[PATH_MAX];
+    if (realpath(program[0].c_str(), resolved) != nullptr) program[0] = resolved;
+  }
+  std::vector<RankProcess> ranks;
+  for (const RankPlacement& p : *placements) {
+    absl::StatusOr<std::vector<std::string>> env = RankEnvironment(p, *options, args);
+    if (!env.ok()) return Fail(env.status().message());
+    ranks.push_back({.command = BuildRankCommand(*p.host, program, *env, remote),
+                     .label = absl::StrFormat("[%d %s %s]", p.rank, p.host->zone, p.host->name),
+                     .name = absl::StrFormat("rank %d (%s, %s)", p.rank, p.host->name,
+                                             p.host->where)});
+  }
+  if (args.dry_run) {
+    for (const RankProcess& r : ranks) std::printf("%s %s\n", r.label.c_str(),
+                                                   Describe(r.command).c_str());
+    return 0;
+  }
+  std::fprintf(stderr, "hmcrun: %d ranks on %zu hosts, coordinator %s\n", world_size,
+               inventory->hosts.size(), hosted.address.c_str());
+  absl::StatusOr<int> status = RunRanks(std::move(ranks), {.timeout = args.timeout});
+  if (!status.ok()) {
+    Fail(status.status().message());
+    return absl::IsDeadlineExceeded(status.status()) ? 124 : 1;
+  }
+  return *status;
+}
+
+}  // namespace
+}  // namespace hmc
+
+int main(int argc, char** argv) { return hmc::Main(argc, argv); }
