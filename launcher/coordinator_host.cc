@@ -1,8 +1,8 @@
 #include "launcher/coordinator_host.h"
 
 #include <fcntl.h>
-#include <sys/socket.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,9 +21,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> StartInNamespace(const std::string&
   UniqueFd home(open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
   UniqueFd target(open(absl::StrCat("/run/netns/", netns).c_str(), O_RDONLY | O_CLOEXEC));
   if (!home.valid() || !target.valid()) {
-    return absl::NotFoundError(absl::StrFormat(
-        "network namespace %s: %s (is the emulator up? `ip netns list`)", netns,
-        std::strerror(errno)));
+    return absl::NotFoundError(
+        absl::StrFormat("network namespace %s: %s (is the emulator up? `ip netns list`)", netns,
+                        std::strerror(errno)));
   }
   if (setns(target.get(), CLONE_NEWNET) != 0) {
     return absl::PermissionDeniedError(absl::StrFormat(
@@ -31,9 +31,10 @@ absl::StatusOr<std::unique_ptr<Coordinator>> StartInNamespace(const std::string&
   }
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(config);
   if (setns(home.get(), CLONE_NEWNET) != 0) {
-    return absl::InternalError(absl::StrFormat("cannot return to this process's network "
-                                               "namespace: %s",
-                                               std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrFormat("cannot return to this process's network "
+                        "namespace: %s",
+                        std::strerror(errno)));
   }
   return coordinator;
 }
@@ -72,8 +73,8 @@ absl::StatusOr<HostedCoordinator> HostCoordinator(const std::vector<RankPlacemen
   } else if (netns_host != nullptr) {
     config.bind = absl::StrCat(netns_host->address, ":0");
   } else if (remote_host != nullptr) {
-    absl::StatusOr<SocketAddress> remote = SocketAddress::Parse(absl::StrCat(remote_host->address,
-                                                                             ":22"));
+    absl::StatusOr<SocketAddress> remote =
+        SocketAddress::Parse(absl::StrCat(remote_host->address, ":22"));
     if (!remote.ok()) return remote.status();
     absl::StatusOr<SocketAddress> local = LocalAddressTowards(*remote);
     if (!local.ok()) return local.status();

@@ -78,8 +78,7 @@ struct Running {
     }
     partial.append(buffer, static_cast<size_t>(n));
     size_t start = 0;
-    for (size_t nl = partial.find('\n'); nl != std::string::npos;
-         nl = partial.find('\n', start)) {
+    for (size_t nl = partial.find('\n'); nl != std::string::npos; nl = partial.find('\n', start)) {
       WriteLine(spec.label, absl::string_view(partial).substr(start, nl - start));
       start = nl + 1;
     }
@@ -190,9 +189,9 @@ absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSetti
     if (now >= deadline && running > 0) {
       stop_all(SIGKILL);
       for (Running& r : ranks) r.process->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "the group ran past its timeout of %s; killed every rank",
-          absl::FormatDuration(settings.timeout)));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("the group ran past its timeout of %s; killed every rank",
+                          absl::FormatDuration(settings.timeout)));
     }
   }
   return result.value_or(0);

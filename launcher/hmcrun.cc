@@ -25,7 +25,8 @@
 namespace hmc {
 namespace {
 
-constexpr char kUsage[] = R"(usage: hmcrun [-hosts FILE] [-np N] [options] [--OPTION=VALUE...] PROGRAM [ARGS...]
+constexpr char kUsage[] =
+    R"(usage: hmcrun [-hosts FILE] [-np N] [options] [--OPTION=VALUE...] PROGRAM [ARGS...]
 
 Starts PROGRAM once per slot of the inventory's hosts (or the first N slots), hosting the
 coordinator, and prefixes every output line with [rank zone host].
@@ -221,14 +222,14 @@ int Main(int argc, char** argv) {
   for (const RankPlacement& p : *placements) {
     absl::StatusOr<std::vector<std::string>> env = RankEnvironment(p, *options, args);
     if (!env.ok()) return Fail(env.status().message());
-    ranks.push_back({.command = BuildRankCommand(*p.host, program, *env, remote),
-                     .label = absl::StrFormat("[%d %s %s]", p.rank, p.host->zone, p.host->name),
-                     .name = absl::StrFormat("rank %d (%s, %s)", p.rank, p.host->name,
-                                             p.host->where)});
+    ranks.push_back(
+        {.command = BuildRankCommand(*p.host, program, *env, remote),
+         .label = absl::StrFormat("[%d %s %s]", p.rank, p.host->zone, p.host->name),
+         .name = absl::StrFormat("rank %d (%s, %s)", p.rank, p.host->name, p.host->where)});
   }
   if (args.dry_run) {
-    for (const RankProcess& r : ranks) std::printf("%s %s\n", r.label.c_str(),
-                                                   Describe(r.command).c_str());
+    for (const RankProcess& r : ranks)
+      std::printf("%s %s\n", r.label.c_str(), Describe(r.command).c_str());
     return 0;
   }
   std::fprintf(stderr, "hmcrun: %d ranks on %zu hosts, coordinator %s\n", world_size,

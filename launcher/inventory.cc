@@ -69,12 +69,14 @@ absl::StatusOr<std::vector<std::string>> Tokens(absl::string_view line, const st
   return tokens;
 }
 
-// Drops a comment: a line starting with # or ;, or " #" after content.
+// Drops a comment: a line starting with # or ;, or " #" or " ;" after content.
 absl::string_view StripComment(absl::string_view line) {
   line = absl::StripAsciiWhitespace(line);
   if (absl::StartsWith(line, "#") || absl::StartsWith(line, ";")) return "";
-  const size_t hash = line.find(" #");
-  if (hash != absl::string_view::npos) line = line.substr(0, hash);
+  for (absl::string_view marker : {" #", " ;"}) {
+    const size_t at = line.find(marker);
+    if (at != absl::string_view::npos) line = line.substr(0, at);
+  }
   return absl::StripAsciiWhitespace(line);
 }
 
@@ -97,8 +99,8 @@ absl::StatusOr<int> IntVar(const Vars& vars, const std::string& name, int fallba
   if (it == vars.end()) return fallback;
   int value;
   if (!absl::SimpleAtoi(it->second.text, &value) || value < min || value > max) {
-    return LineError(it->second.where, absl::StrFormat("%s=%s: expected an integer in %d..%d",
-                                                       name, it->second.text, min, max));
+    return LineError(it->second.where, absl::StrFormat("%s=%s: expected an integer in %d..%d", name,
+                                                       it->second.text, min, max));
   }
   return value;
 }
@@ -117,7 +119,7 @@ class Parser {
 
   absl::Status Parse(absl::string_view text) {
     std::string section_group = "ungrouped";
-    std::string section_kind = "hosts";
+    std::string section_kind;  // Empty: hosts.
     int line_number = 0;
     for (absl::string_view raw : absl::StrSplit(text, '\n')) {
       ++line_number;
@@ -130,15 +132,15 @@ class Parser {
         }
         const std::vector<std::string> parts = absl::StrSplit(line, absl::MaxSplits(':', 1));
         section_group = parts[0];
-        section_kind = parts.size() > 1 ? parts[1] : "hosts";
+        section_kind = parts.size() > 1 ? parts[1] : "";
         if (section_group.empty() || absl::StrContains(section_group, ' ')) {
           return LineError(where, absl::StrFormat("expected a group name, got '[%s]'", line));
         }
-        if (section_kind != "hosts" && section_kind != "vars" && section_kind != "children") {
-          return LineError(where, absl::StrFormat("expected [%s], [%s:vars] or [%s:children], "
-                                                  "got '[%s]'",
-                                                  section_group, section_group, section_group,
-                                                  line));
+        if (parts.size() > 1 && section_kind != "vars" && section_kind != "children") {
+          return LineError(where,
+                           absl::StrFormat("expected [%s], [%s:vars] or [%s:children], "
+                                           "got '[%s]'",
+                                           section_group, section_group, section_group, line));
         }
         Group& group = groups_[section_group];
         if (group.where.empty()) group.where = where;
@@ -165,9 +167,9 @@ class Parser {
     for (const auto& [name, group] : groups_) {
       for (const std::string& child : group.children) {
         if (!groups_.contains(child)) {
-          return LineError(child_where_[child],
-                           absl::StrFormat("[%s:children] names '%s', which is not a group", name,
-                                           child));
+          return LineError(
+              child_where_[child],
+              absl::StrFormat("[%s:children] names '%s', which is not a group", name, child));
         }
       }
     }

@@ -28,8 +28,7 @@ int ExitCodeOf(int wait_status) {
 }
 
 absl::StatusOr<Process> Process::Spawn(const std::vector<std::string>& argv,
-                                       const std::vector<std::string>& env,
-                                       const ProcessIo& io) {
+                                       const std::vector<std::string>& env, const ProcessIo& io) {
   if (argv.empty()) return absl::InvalidArgumentError("empty command");
   std::map<std::string, std::string> merged;
   for (char** e = environ; *e != nullptr; ++e) {

@@ -44,8 +44,9 @@ std::string RemoteScript(const std::vector<std::string>& program,
   // fd 3 keeps the session's stdin: an asynchronous command's stdin is /dev/null in sh, so the
   // watcher reads fd 3 and kills the program at EOF, i.e. when hmcrun's ssh client goes away.
   return absl::StrCat(
-      remote.working_dir.empty() ? "" : absl::StrCat("cd ", ShellQuote(remote.working_dir),
-                                                     " 2>/dev/null; "),
+      remote.working_dir.empty()
+          ? ""
+          : absl::StrCat("cd ", ShellQuote(remote.working_dir), " 2>/dev/null; "),
       exports.empty() ? "" : absl::StrCat("export ", absl::StrJoin(exports, " "), "; "),
       "exec 3<&0; ", absl::StrJoin(words, " "), " 3<&- </dev/null & child=$!; ",
       "trap 'kill -TERM $child 2>/dev/null' TERM INT HUP; ",

@@ -117,6 +117,31 @@ TEST_F(WanemUp, RanksOnEmulatedHostsAllReduceAcrossTheEmulatedWan) {
   EXPECT_GT(us_to_eu, 200003u * 4 / 2) << ReadFile(counters);
 }
 
+// hmcrun's network-namespace spawner: an inventory of the emulated hosts (groups are regions)
+// starts every rank inside its host's namespace, with the coordinator listening inside the first.
+TEST_F(WanemUp, HmcrunRunsRanksInTheEmulatedHosts) {
+  Up(HMC_SOURCE_DIR "/perf/topologies/us-eu.topo");
+  const std::string inventory = testing::TempDir() + "/wan.ini";
+  std::ofstream(inventory) << "[all:vars]\nansible_connection=netns\n[us]\n"
+                           << "us-0 ansible_host=10.201.0.1 netns=" << prefix_ << "-us-0\n"
+                           << "us-1 ansible_host=10.201.0.2 netns=" << prefix_ << "-us-1\n[eu]\n"
+                           << "eu-0 ansible_host=10.201.0.3 netns=" << prefix_ << "-eu-0\n"
+                           << "eu-1 ansible_host=10.201.0.4 netns=" << prefix_ << "-eu-1\n";
+  const std::string output = testing::TempDir() + "/hmcrun_wan.out";
+  auto p = Process::Spawn(
+      {HMC_HMCRUN_PATH, "-hosts", inventory, "--timeout=100s", HMC_HELLO_PATH, "--count=50001"}, {},
+      {.output_path = output});
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<int> code = p->Wait(absl::Now() + absl::Seconds(120));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 0) << ReadFile(output);
+  EXPECT_TRUE(absl::StrContains(ReadFile(output), "coordinator 10.201.0.1:")) << ReadFile(output);
+  EXPECT_TRUE(absl::StrContains(ReadFile(output),
+                                "[3 eu eu-1] rank 3/4 (zone eu): allreduce of "
+                                "50001 floats correct"))
+      << ReadFile(output);
+}
+
 // Three sites whose paths cap a single TCP flow at 1/8 of their capacity: the probe at creation
 // must see one stream reach the cap and all of them fill the path, and choose about eight
 // streams. (Three, so that each ring link's reverse direction carries only acknowledgements.)

@@ -1,0 +1,255 @@
+// hmcrun end to end: real processes started through the local spawner and through ssh against
+// a real sshd that the test starts on a loopback port (with generated keys) and stops by PID.
+// The network-namespace spawner is tested under the emulator (wanem_test.cc).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "launcher/process.h"
+
+namespace hmc {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::string TempPath(absl::string_view name) {
+  return absl::StrCat(testing::TempDir(), "/hmcrun_", getpid(), "_", name);
+}
+
+std::string WriteInventory(absl::string_view name, absl::string_view text) {
+  const std::string path = TempPath(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+struct Outcome {
+  int code = -1;
+  std::string output;
+};
+
+Outcome Hmcrun(std::vector<std::string> args, absl::Duration limit = absl::Seconds(120)) {
+  args.insert(args.begin(), HMC_HMCRUN_PATH);
+  const std::string output = TempPath("out");
+  auto p = Process::Spawn(args, {}, {.output_path = output});
+  EXPECT_TRUE(p.ok()) << p.status();
+  Outcome run;
+  if (!p.ok()) return run;
+  absl::StatusOr<int> code = p->Wait(absl::Now() + limit);
+  EXPECT_TRUE(code.ok()) << "hmcrun did not finish";
+  run.code = code.ok() ? *code : -1;
+  run.output = ReadFile(output);
+  return run;
+}
+
+bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
+
+TEST(Hmcrun, RunsAGroupOnTheBuiltInInventoryWithPrefixedOutput) {
+  Outcome run = Hmcrun({HMC_HELLO_PATH, "--count=100003"});
+  EXPECT_EQ(run.code, 0) << run.output;
+  for (const char* line : {"[0 zone-a peer-a] rank 0/4 (zone zone-a): allreduce of 100003 floats "
+                           "correct",
+                           "[3 zone-b peer-b] rank 3/4 (zone zone-b): allreduce of 100003 floats "
+                           "correct"}) {
+    EXPECT_THAT(run.output, HasSubstr(line));
+  }
+}
+
+TEST(Hmcrun, ExportsWhereEachRankSitsAndPassesVariables) {
+  const std::string inventory = WriteInventory("env.ini", R"([east]
+e1 ansible_host=127.0.0.1 slots=2 gpus=4
+[west]
+w1 ansible_host=127.0.0.1 hmc_streams=3
+)");
+  Outcome run =
+      Hmcrun({"-hosts", inventory, "-x", "HMC_TEST_MARK=yes", "--algo=ring", "/bin/sh", "-c",
+              "echo r=$HMC_RANK/$HMC_WORLD_SIZE z=$HMC_ZONE h=$HMC_HOST "
+              "l=$HMC_LOCAL_RANK/$HMC_LOCAL_SIZE g=$HMC_GPUS s=$HMC_STREAMS a=$HMC_ALGO "
+              "m=$HMC_TEST_MARK c=${HMC_COORDINATOR%:*} t=${#HMC_TOKEN}"});
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("[0 east e1] r=0/3 z=east h=e1 l=0/2 g=4 s=0 a=ring m=yes "
+                                    "c=127.0.0.1 t=64"));
+  EXPECT_THAT(run.output, HasSubstr("[1 east e1] r=1/3 z=east h=e1 l=1/2"));
+  EXPECT_THAT(run.output, HasSubstr("[2 west w1] r=2/3 z=west h=w1 l=0/1 g=0 s=3 a=ring"));
+}
+
+TEST(Hmcrun, ExitsWithTheFirstFailingRanksStatusAndStopsTheOthers) {
+  const std::string pids = TempPath("pids");
+  Outcome run =
+      Hmcrun({"-np", "3", "/bin/sh", "-c",
+              absl::StrCat("echo $$ >> ", pids,
+                           "; if [ $HMC_RANK = 1 ]; then sleep 0.5; exit 7; fi; exec sleep 60")},
+             absl::Seconds(30));
+  EXPECT_EQ(run.code, 7) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("rank 1 (peer-a, (built-in inventory.local):4) exited with "
+                                    "status 7; stopping the others"));
+  for (absl::string_view line : absl::StrSplit(ReadFile(pids), '\n', absl::SkipEmpty())) {
+    int pid;
+    ASSERT_TRUE(absl::SimpleAtoi(line, &pid));
+    EXPECT_FALSE(Alive(pid)) << "rank process " << pid << " still runs";
+  }
+}
+
+TEST(Hmcrun, ForwardsSigtermToEveryRank) {
+  const std::string marks = TempPath("marks");
+  const std::string output = TempPath("sigterm.out");
+  auto p =
+      Process::Spawn({HMC_HMCRUN_PATH, "/bin/sh", "-c",
+                      absl::StrCat("trap 'echo term-$HMC_RANK >> ", marks,
+                                   "; exit 0' TERM; echo ready >> ", marks, "; sleep 60 & wait")},
+                     {}, {.output_path = output});
+  ASSERT_TRUE(p.ok());
+  // Every rank installed its trap (bounded wait).
+  for (int i = 0; i < 200; ++i) {
+    std::vector<std::string> lines = absl::StrSplit(ReadFile(marks), '\n', absl::SkipEmpty());
+    if (lines.size() >= 4) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  p->Signal(SIGTERM);
+  absl::StatusOr<int> code = p->Wait(absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 128 + SIGTERM) << ReadFile(output);
+  const std::string got = ReadFile(marks);
+  for (int r = 0; r < 4; ++r) EXPECT_THAT(got, HasSubstr(absl::StrCat("term-", r))) << got;
+}
+
+TEST(Hmcrun, TimeoutKillsEveryRank) {
+  Outcome run = Hmcrun({"--timeout", "1s", "/bin/sleep", "60"}, absl::Seconds(30));
+  EXPECT_EQ(run.code, 124) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("ran past its timeout of 1s"));
+}
+
+TEST(Hmcrun, RefusesAMalformedInventoryNamingTheLine) {
+  const std::string inventory = WriteInventory("bad.ini", "[us]\nus-0 slots=two\n");
+  Outcome run = Hmcrun({"-hosts", inventory, "/bin/true"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.output, HasSubstr(inventory + ":2: slots=two: expected an integer"));
+  run = Hmcrun({"-np", "9", "/bin/true"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.output, HasSubstr("-np 9: the inventory has 4 slots"));
+  run = Hmcrun({"--algo=fast", "/bin/true"});
+  EXPECT_EQ(run.code, 2);
+  EXPECT_THAT(run.output, HasSubstr("algo=fast: must be auto, ring"));
+}
+
+TEST(Hmcrun, DryRunPrintsEachCommandWithoutTheToken) {
+  Outcome run = Hmcrun({"--dry-run", "--token", "s3cret", "/bin/true"});
+  EXPECT_EQ(run.code, 0);
+  EXPECT_THAT(run.output, HasSubstr("[2 zone-b peer-b] "));
+  EXPECT_THAT(run.output, HasSubstr("HMC_TOKEN=<token>"));
+  EXPECT_FALSE(absl::StrContains(run.output, "s3cret"));
+}
+
+// A real sshd on a loopback port, with a generated host key and client key, stopped by PID.
+class HmcrunOverSsh : public testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0 || access("/usr/sbin/sshd", X_OK) != 0 ||
+        access("/usr/bin/ssh", X_OK) != 0) {
+      GTEST_SKIP() << "needs root, sshd and ssh (Debian's openssh-server)";
+    }
+    dir_ = TempPath("ssh");
+    ASSERT_EQ(system(absl::StrCat("rm -rf ", dir_, " && mkdir -p ", dir_, " /run/sshd && ",
+                                  "ssh-keygen -q -t ed25519 -N '' -f ", dir_, "/host_key && ",
+                                  "ssh-keygen -q -t ed25519 -N '' -f ", dir_, "/client_key && ",
+                                  "cp ", dir_, "/client_key.pub ", dir_, "/authorized_keys")
+                         .c_str()),
+              0);
+    port_ = 20000 + getpid() % 20000;
+    std::ofstream(dir_ + "/sshd_config")
+        << "ListenAddress 127.0.0.1:" << port_ << "\nHostKey " << dir_ << "/host_key\n"
+        << "AuthorizedKeysFile " << dir_ << "/authorized_keys\nPidFile " << dir_ << "/sshd.pid\n"
+        << "PermitRootLogin prohibit-password\nPasswordAuthentication no\nUsePAM no\n"
+        << "StrictModes no\nAcceptEnv none\n";
+    auto p = Process::Spawn({"/usr/sbin/sshd", "-D", "-e", "-f", dir_ + "/sshd_config"}, {},
+                            {.output_path = dir_ + "/sshd.log"});
+    ASSERT_TRUE(p.ok()) << p.status();
+    sshd_.emplace(std::move(*p));
+    // Ready once it accepts a login (bounded).
+    const std::string probe = absl::StrCat(
+        "ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+        "-o LogLevel=ERROR -i ",
+        dir_, "/client_key -p ", port_, " root@127.0.0.1 true 2>/dev/null");
+    bool ready = false;
+    for (int i = 0; i < 50 && !ready; ++i) {
+      ready = system(probe.c_str()) == 0;
+      if (!ready) absl::SleepFor(absl::Milliseconds(100));
+    }
+    ASSERT_TRUE(ready) << ReadFile(dir_ + "/sshd.log");
+  }
+  void TearDown() override {
+    if (sshd_.has_value()) {
+      sshd_->Signal(SIGTERM);
+      EXPECT_TRUE(sshd_->Wait(absl::Now() + absl::Seconds(10)).ok());
+    }
+  }
+  std::string Inventory(int ranks) {
+    return WriteInventory(
+        "ssh.ini",
+        absl::StrCat("[loop]\nlo ansible_host=127.0.0.1 ansible_connection=ssh ansible_user=root "
+                     "ansible_port=",
+                     port_, " slots=", ranks, " ansible_ssh_private_key_file=", dir_,
+                     "/client_key ansible_ssh_common_args=\"-o StrictHostKeyChecking=no "
+                     "-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR\"\n"));
+  }
+
+  std::string dir_;
+  int port_ = 0;
+  std::optional<Process> sshd_;
+};
+
+TEST_F(HmcrunOverSsh, RanksStartedOverSshFormAGroup) {
+  Outcome run = Hmcrun({"-hosts", Inventory(3), HMC_HELLO_PATH, "--count=65537"});
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("[2 loop lo] rank 2/3 (zone loop): allreduce of 65537 floats "
+                                    "correct"));
+}
+
+TEST_F(HmcrunOverSsh, RemoteStatusComesBackAndStoppingHmcrunStopsRemoteRanks) {
+  Outcome run = Hmcrun({"-hosts", Inventory(1), "/bin/sh", "-c", "exit 9"});
+  EXPECT_EQ(run.code, 9) << run.output;
+  const std::string pids = TempPath("ssh_pids");
+  const std::string output = TempPath("ssh_term.out");
+  auto p = Process::Spawn({HMC_HMCRUN_PATH, "-hosts", Inventory(2), "/bin/sh", "-c",
+                           absl::StrCat("echo $$ >> ", pids, "; exec sleep 60")},
+                          {}, {.output_path = output});
+  ASSERT_TRUE(p.ok());
+  std::vector<std::string> lines;
+  for (int i = 0; i < 200 && lines.size() < 2; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+    lines = absl::StrSplit(ReadFile(pids), '\n', absl::SkipEmpty());
+  }
+  ASSERT_EQ(lines.size(), 2u) << ReadFile(output);
+  p->Signal(SIGINT);
+  absl::StatusOr<int> code = p->Wait(absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(code.ok());
+  EXPECT_EQ(*code, 128 + SIGINT) << ReadFile(output);
+  for (const std::string& line : lines) {
+    int pid;
+    ASSERT_TRUE(absl::SimpleAtoi(line, &pid));
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = !Alive(pid);
+      if (!gone) absl::SleepFor(absl::Milliseconds(50));
+    }
+    EXPECT_TRUE(gone) << "remote rank " << pid << " still runs";
+  }
+}
+
+}  // namespace
+}  // namespace hmc

@@ -1,0 +1,162 @@
+// The inventory parser, rank placement and the commands built for each kind of host.
+#include "launcher/inventory.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "launcher/rank_command.h"
+
+namespace hmc {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+Inventory Parse(absl::string_view text) {
+  absl::StatusOr<Inventory> inventory = ParseInventory(text, "inv");
+  EXPECT_TRUE(inventory.ok()) << inventory.status();
+  return inventory.ok() ? *inventory : Inventory{};
+}
+
+std::string ErrorOf(absl::string_view text) {
+  absl::StatusOr<Inventory> inventory = ParseInventory(text, "inv");
+  EXPECT_FALSE(inventory.ok());
+  return std::string(inventory.status().message());
+}
+
+TEST(Inventory, GroupsAreZonesAndVariablesResolveHostOverGroupOverAll) {
+  const Inventory inv = Parse(R"(# the experiments' inventory
+[all:vars]
+ansible_user=ubuntu
+slots=2
+
+[us]
+us-0 ansible_host=10.0.0.1 ansible_port=2222 ; a comment
+us-1 ansible_host="10.0.0.2" slots=4  # inline comment
+
+[eu]
+eu-0 ansible_host=10.1.0.1 zone=eu-west gpus=8 hmc_streams=8
+
+[eu:vars]
+ansible_user = admin
+)");
+  ASSERT_EQ(inv.hosts.size(), 3u);
+  const InventoryHost& us0 = inv.hosts[0];
+  EXPECT_EQ(us0.name, "us-0");
+  EXPECT_EQ(us0.address, "10.0.0.1");
+  EXPECT_EQ(us0.port, 2222);
+  EXPECT_EQ(us0.user, "ubuntu");
+  EXPECT_EQ(us0.zone, "us");
+  EXPECT_EQ(us0.slots, 2);
+  EXPECT_EQ(us0.connection, Connection::kSsh);
+  EXPECT_EQ(us0.where, "inv:7");
+  EXPECT_EQ(inv.hosts[1].address, "10.0.0.2");
+  EXPECT_EQ(inv.hosts[1].slots, 4);
+  const InventoryHost& eu0 = inv.hosts[2];
+  EXPECT_EQ(eu0.zone, "eu-west");
+  EXPECT_EQ(eu0.user, "admin");
+  EXPECT_EQ(eu0.gpus, 8);
+  EXPECT_EQ(eu0.vars.at("hmc_streams"), "8");
+  EXPECT_EQ(inv.slots(), 8);
+}
+
+TEST(Inventory, ChildGroupsInheritTheirParentsVariables) {
+  const Inventory inv = Parse(R"([cloud:children]
+gcp
+[cloud:vars]
+slots=3
+gpus=1
+[gcp]
+a
+[gcp:vars]
+gpus=2
+)");
+  ASSERT_EQ(inv.hosts.size(), 1u);
+  EXPECT_EQ(inv.hosts[0].zone, "gcp");
+  EXPECT_EQ(inv.hosts[0].slots, 3);
+  EXPECT_EQ(inv.hosts[0].gpus, 2);
+}
+
+TEST(Inventory, MpiHostfileAndConnections) {
+  const Inventory inv = Parse(
+      "localhost slots=2\n127.0.0.5\nnode7 slots=1\nns-host netns=hmcw-us-0\n"
+      "loop ansible_host=127.0.0.1 ansible_connection=ssh\n");
+  ASSERT_EQ(inv.hosts.size(), 5u);
+  EXPECT_EQ(inv.hosts[0].connection, Connection::kLocal);
+  EXPECT_EQ(inv.hosts[0].zone, "default");
+  EXPECT_EQ(inv.hosts[1].connection, Connection::kLocal);
+  EXPECT_EQ(inv.hosts[2].connection, Connection::kSsh);
+  EXPECT_EQ(inv.hosts[3].connection, Connection::kNetns);
+  EXPECT_EQ(inv.hosts[4].connection, Connection::kSsh);
+}
+
+TEST(Inventory, MalformedLinesAreRefusedWithFileLineAndWhatWasExpected) {
+  EXPECT_EQ(ErrorOf("[us\na\n"), "inv:1: expected ']' to close the section header");
+  EXPECT_EQ(ErrorOf("[us]\na slots\n"), "inv:2: expected 'key=value', got 'slots'");
+  EXPECT_EQ(ErrorOf("a\n\nb slots=0\n"), "inv:3: slots=0: expected an integer in 1..4096");
+  EXPECT_EQ(ErrorOf("a ansible_port=ssh\n"),
+            "inv:1: ansible_port=ssh: expected an integer in 1..65535");
+  EXPECT_EQ(ErrorOf("[us:hosts]\n"),
+            "inv:1: expected [us], [us:vars] or [us:children], got '[us:hosts]'");
+  EXPECT_EQ(ErrorOf("[us:vars]\nslots\n"), "inv:2: expected 'key=value', got 'slots'");
+  EXPECT_EQ(ErrorOf("[x:children]\ny\n[z]\na\n"),
+            "inv:2: [x:children] names 'y', which is not a group");
+  EXPECT_EQ(ErrorOf("a ansible_connection=telnet\n"),
+            "inv:1: ansible_connection=telnet: expected local, ssh or netns");
+  EXPECT_EQ(ErrorOf("a ansible_host=\"10.0.0.1\n"), "inv:1: expected a closing \"");
+  EXPECT_EQ(ErrorOf("# nothing\n[us]\n"), "inv: expected at least one host");
+  EXPECT_EQ(ErrorOf("[us]\nslots=2\n"), "inv:2: expected a host name first, got 'slots=2'");
+}
+
+TEST(Inventory, DefaultIsFourLocalRanksInTwoZones) {
+  const Inventory inv = Parse(DefaultInventoryText());
+  ASSERT_EQ(inv.slots(), 4);
+  absl::StatusOr<std::vector<RankPlacement>> placed = PlaceRanks(inv, 0);
+  ASSERT_TRUE(placed.ok());
+  std::vector<std::string> zones;
+  for (const RankPlacement& p : *placed) {
+    zones.push_back(p.host->zone);
+    EXPECT_EQ(p.host->connection, Connection::kLocal);
+  }
+  EXPECT_THAT(zones, ElementsAre("zone-a", "zone-a", "zone-b", "zone-b"));
+}
+
+TEST(PlaceRanks, FillsSlotsInOrderAndRefusesMoreRanksThanSlots) {
+  const Inventory inv = Parse("a slots=2\nb slots=3\n");
+  absl::StatusOr<std::vector<RankPlacement>> three = PlaceRanks(inv, 3);
+  ASSERT_TRUE(three.ok());
+  ASSERT_EQ(three->size(), 3u);
+  EXPECT_EQ((*three)[1].host->name, "a");
+  EXPECT_EQ((*three)[1].local_rank, 1);
+  EXPECT_EQ((*three)[2].host->name, "b");
+  EXPECT_EQ((*three)[2].local_rank, 0);
+  EXPECT_EQ((*three)[2].local_size, 1);
+  EXPECT_THAT(PlaceRanks(inv, 6).status().message(), HasSubstr("-np 6: the inventory has 5 slots"));
+}
+
+TEST(RankCommand, EachConnectionBuildsItsCommand) {
+  const Inventory inv = Parse(
+      "l ansible_host=127.0.0.1\nn netns=hmcw-eu-0\n"
+      "s ansible_host=10.9.9.9 ansible_user=me ansible_port=2200 "
+      "ansible_ssh_private_key_file=/k ansible_ssh_common_args=\"-o A=b\"\n");
+  const std::vector<std::string> program = {"/bin/prog", "it's"};
+  const std::vector<std::string> env = {"HMC_RANK=1", "X=a b"};
+  RankCommand local = BuildRankCommand(inv.hosts[0], program, env, {});
+  EXPECT_EQ(local.argv, program);
+  EXPECT_EQ(local.env, env);
+  EXPECT_FALSE(local.stdin_pipe);
+  RankCommand netns = BuildRankCommand(inv.hosts[1], program, env, {});
+  EXPECT_THAT(netns.argv, ElementsAre("ip", "netns", "exec", "hmcw-eu-0", "/bin/prog", "it's"));
+  RankCommand ssh = BuildRankCommand(inv.hosts[2], program, env, {.working_dir = "/w"});
+  EXPECT_THAT(ssh.argv,
+              ElementsAre("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-p", "2200",
+                          "-l", "me", "-i", "/k", "-o", "A=b", "10.9.9.9",
+                          ::testing::StartsWith("cd '/w' 2>/dev/null; export HMC_RANK='1' "
+                                                "X='a b'; exec 3<&0; '/bin/prog' 'it'\\''s'")));
+  EXPECT_TRUE(ssh.stdin_pipe);
+  RankCommand moved = BuildRankCommand(inv.hosts[2], program, env, {.remote_path = "/opt/p"});
+  EXPECT_THAT(moved.argv.back(), HasSubstr("'/opt/p' 'it'\\''s'"));
+}
+
+}  // namespace
+}  // namespace hmc
