@@ -470,4 +470,15 @@ std::shared_ptr<Work> Communicator::Barrier(const CallOptions& call) {
                 [](CollectiveContext&) { return absl::OkStatus(); });
 }
 
+absl::Status Communicator::PutKey(const std::string& key, const std::string& value) {
+  if (coordinator_ == nullptr) return absl::FailedPreconditionError("no coordinator");
+  return coordinator_->Put(absl::StrCat("hmc/user/", options_.world_id, "/", key), value,
+                           absl::Now() + options_.connect_timeout);
+}
+
+absl::StatusOr<std::string> Communicator::GetKey(const std::string& key, absl::Time deadline) {
+  if (coordinator_ == nullptr) return absl::FailedPreconditionError("no coordinator");
+  return coordinator_->Get(absl::StrCat("hmc/user/", options_.world_id, "/", key), deadline);
+}
+
 }  // namespace hmc

@@ -95,6 +95,12 @@ class Communicator {
   // Measures the link matrix again (a few seconds at most) and shares it through the
   // coordinator. Collective: every rank calls it, with no other call in flight.
   absl::Status ProbeLinks();
+  // The coordinator's key-value store, for what ranks share outside collectives (a collaborative
+  // optimizer's progress). Keys are scoped to this world ("hmc/user/WORLD/key"); a put replaces
+  // the value; a get waits until the key exists or the deadline. FailedPrecondition without a
+  // coordinator. Thread-safe, and independent of collectives in flight.
+  absl::Status PutKey(const std::string& key, const std::string& value);
+  absl::StatusOr<std::string> GetKey(const std::string& key, absl::Time deadline);
   // The plan the tuner makes for an all-reduce of `in` with these call options.
   absl::StatusOr<AllReducePlan> PlanAllReduce(const Buffer& in, const CallOptions& call = {}) const;
 

@@ -2,6 +2,7 @@
 #define HMC_COLLECTIVES_WORK_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,11 @@ class Work {
   bool done() const;
   // Valid once done.
   CollectiveReport report() const;
+  // Runs `callback` with the outcome once done: on the thread that completes the collective, or
+  // at once on this thread if it is already done. Keep it short (it delays that worker); it may
+  // call report() but not start collectives and wait for them. What libtorch's futures and the
+  // DDP helper build on.
+  void OnDone(std::function<void(const absl::Status&)> callback);
 
   void Complete(absl::Status status, CollectiveReport report);
 
@@ -45,6 +51,9 @@ class Work {
   Request completion_;  // The outcome; the report is set just before it completes.
   mutable Mutex mu_;
   CollectiveReport report_ ABSL_GUARDED_BY(mu_);
+  bool completed_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void(const absl::Status&)>> callbacks_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hmc

@@ -1,0 +1,107 @@
+#ifndef HMC_DDP_COLLABORATIVE_OPTIMIZER_H_
+#define HMC_DDP_COLLABORATIVE_OPTIMIZER_H_
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "core/mutex.h"
+#include "ddp/gradient_averager.h"
+
+namespace torch::optim {
+class Optimizer;
+}
+
+namespace hmc::ddp {
+
+struct CollaborativeOptions {
+  // Samples the whole group processes between two optimizer steps.
+  int64_t target_batch_size = 4096;
+  AveragingOptions averaging;
+  // Delayed parameter update: at a step, apply the previous round's average (which had a whole
+  // round to cross the WAN) and start averaging this round's in the background. Parameters are
+  // one step stale; communication hides behind computation.
+  bool delay_updates = false;
+  // How often progress is published and read (through the coordinator's key-value store).
+  absl::Duration progress_interval = absl::Milliseconds(20);
+  std::string run = "collab";  // Keys progress apart from other optimizers of the world.
+};
+
+// A collaborative optimizer in the spirit of Hivemind's: every peer trains on its own batches and
+// accumulates gradients (weighted by samples) until the group together has processed the target
+// batch size, then all peers average — each peer's gradient weighted by its samples — and step
+// together. Faster peers contribute more samples per step. Progress (each peer's samples in the
+// current round) goes through the coordinator's key-value store from a background thread, so a
+// local step never waits for the network; a peer ends the round only once the counts it has
+// seen reach the target, so no step comes early.
+//   CollaborativeOptimizer collab(comm, model->parameters(), sgd, {.target_batch_size = 1024});
+//   loss.backward();                  // loss: the mean over the local batch
+//   collab.Step(batch_size);          // true when the group stepped
+class CollaborativeOptimizer {
+ public:
+  CollaborativeOptimizer(std::shared_ptr<Communicator> comm, std::vector<at::Tensor> parameters,
+                         torch::optim::Optimizer& optimizer, CollaborativeOptions options);
+  ~CollaborativeOptimizer();
+  CollaborativeOptimizer(const CollaborativeOptimizer&) = delete;
+  CollaborativeOptimizer& operator=(const CollaborativeOptimizer&) = delete;
+
+  // Folds the gradients of a local batch of `samples` into this round and zeroes them; steps
+  // with the group when the round is full. Returns true when the optimizer stepped.
+  bool Step(int64_t samples);
+  // With delayed updates: waits for the round in flight and applies it. Call once at the end.
+  void Finish();
+
+  int64_t steps() const { return steps_; }
+  // The group's samples behind the last average, and this peer's part of them.
+  int64_t last_round_samples() const { return last_round_samples_; }
+  int64_t last_round_local_samples() const { return last_round_local_samples_; }
+  Traffic traffic() const { return averager_.traffic(); }
+
+ private:
+  struct Round {
+    at::Tensor sum;      // Sample-weighted gradient sum, reduced in place.
+    at::Tensor samples;  // f64 [1]: this peer's samples, then the group's.
+    int64_t local_samples = 0;
+    c10::intrusive_ptr<c10::ivalue::Future> sum_done;
+    c10::intrusive_ptr<c10::ivalue::Future> samples_done;
+  };
+
+  std::string ProgressKey(int64_t round, int rank) const;
+  int64_t round() const;
+  void TrackProgress();
+  void StartAveraging();
+  // Waits for the round in flight and steps the optimizer with its average.
+  void ApplyInFlight();
+
+  std::shared_ptr<Communicator> comm_;
+  std::vector<at::Tensor> parameters_;
+  torch::optim::Optimizer& optimizer_;
+  const CollaborativeOptions options_;
+  GradientAverager averager_;
+  at::Tensor accumulated_;  // Flat, sample-weighted gradients of this round.
+  std::optional<Round> in_flight_;
+  int64_t steps_ = 0;
+  int64_t last_round_samples_ = 0;
+  int64_t last_round_local_samples_ = 0;
+
+  // Shared with the progress thread: the round and what the other peers had done in it, as last
+  // read (a count read for an earlier round must never count toward a later one).
+  mutable Mutex mu_;
+  int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t others_samples_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> local_samples_{0};  // Of this round.
+  absl::Notification stop_;
+  std::thread progress_;
+};
+
+}  // namespace hmc::ddp
+
+#endif  // HMC_DDP_COLLABORATIVE_OPTIMIZER_H_

@@ -1,0 +1,106 @@
+#include "ddp/distributed_data_parallel.h"
+
+#include <ATen/ATen.h>
+#include <c10/util/Exception.h>
+
+namespace hmc::ddp {
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Communicator> comm,
+                                                 std::vector<at::Tensor> parameters,
+                                                 DdpOptions options)
+    : averager_(comm, options.averaging) {
+  for (at::Tensor& p : parameters) {
+    if (p.requires_grad()) parameters_.push_back(p);
+  }
+  if (options.broadcast_parameters) BroadcastFromRankZero(*comm, parameters_);
+  MutexLock lock(&mu_);
+  slots_.resize(parameters_.size());
+  size_t bucket_bytes = 0;
+  for (size_t i = parameters_.size(); i-- > 0;) {
+    const at::Tensor& p = parameters_[i];
+    const bool dtype_changes =
+        !buckets_.empty() &&
+        parameters_[buckets_.back().parameters[0]].scalar_type() != p.scalar_type();
+    if (buckets_.empty() || bucket_bytes >= options.bucket_bytes || dtype_changes) {
+      buckets_.emplace_back();
+      bucket_bytes = 0;
+    }
+    Bucket& b = buckets_.back();
+    slots_[i] = {buckets_.size() - 1, 0};
+    b.parameters.push_back(i);
+    bucket_bytes += p.numel() * p.element_size();
+  }
+  for (Bucket& b : buckets_) {
+    int64_t numel = 0;
+    for (size_t i : b.parameters) {
+      slots_[i].offset = numel;
+      numel += parameters_[i].numel();
+    }
+    b.flat = at::zeros({numel}, parameters_[b.parameters[0]].options().requires_grad(false));
+    b.pending = b.parameters.size();
+  }
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    hooks_.push_back(
+        parameters_[i].register_hook([this, i](const at::Tensor& grad) { OnGradient(i, grad); }));
+  }
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  for (size_t i = 0; i < parameters_.size(); ++i) parameters_[i].remove_hook(hooks_[i]);
+}
+
+void DistributedDataParallel::OnGradient(size_t parameter, const at::Tensor& grad) {
+  MutexLock lock(&mu_);
+  Slot& slot = slots_[parameter];
+  if (slot.filled) return;  // A second backward before FinishBackward: the first one counts.
+  Bucket& b = buckets_[slot.bucket];
+  b.flat.narrow(0, slot.offset, grad.numel()).copy_(grad.reshape({-1}));
+  slot.filled = true;
+  --b.pending;
+  StartReadyBuckets();
+}
+
+void DistributedDataParallel::StartReadyBuckets() {
+  while (next_to_start_ < buckets_.size() && buckets_[next_to_start_].pending == 0) {
+    Bucket& b = buckets_[next_to_start_];
+    b.future = averager_.Start(b.flat, next_to_start_);
+    ++next_to_start_;
+  }
+}
+
+void DistributedDataParallel::FinishBackward() {
+  MutexLock lock(&mu_);
+  // Parameters that got no gradient this step contribute zeros.
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    Slot& slot = slots_[i];
+    if (slot.filled) continue;
+    buckets_[slot.bucket].flat.narrow(0, slot.offset, parameters_[i].numel()).zero_();
+    slot.filled = true;
+    --buckets_[slot.bucket].pending;
+  }
+  StartReadyBuckets();
+  std::exception_ptr failure;
+  for (Bucket& b : buckets_) {
+    b.future->wait();
+    if (b.future->hasError() && failure == nullptr) failure = b.future->exception_ptr();
+  }
+  for (size_t i = 0; i < parameters_.size(); ++i) {
+    Slot& slot = slots_[i];
+    at::Tensor& p = parameters_[i];
+    at::Tensor average = buckets_[slot.bucket].flat.narrow(0, slot.offset, p.numel()).view_as(p);
+    if (p.mutable_grad().defined()) {
+      p.mutable_grad().copy_(average);
+    } else {
+      p.mutable_grad() = average.clone();
+    }
+    slot.filled = false;
+  }
+  for (Bucket& b : buckets_) {
+    b.pending = b.parameters.size();
+    b.future.reset();
+  }
+  next_to_start_ = 0;
+  if (failure != nullptr) std::rethrow_exception(failure);
+}
+
+}  // namespace hmc::ddp

@@ -1,0 +1,78 @@
+#ifndef HMC_DDP_DISTRIBUTED_DATA_PARALLEL_H_
+#define HMC_DDP_DISTRIBUTED_DATA_PARALLEL_H_
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <memory>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "core/mutex.h"
+#include "ddp/gradient_averager.h"
+
+namespace hmc::ddp {
+
+struct DdpOptions {
+  // Buckets close at this many bytes (PyTorch's DDP: 25 MiB, the first 1 MiB); small buckets
+  // start averaging earlier in backward, large ones pay fewer latencies.
+  size_t bucket_bytes = 4 << 20;
+  AveragingOptions averaging;
+  bool broadcast_parameters = true;  // Start from rank 0's values, as DDP does.
+};
+
+// DDP for plain libtorch C++ trainers (libtorch C++ has no DDP module). Parameters are grouped
+// into buckets in reverse order (roughly the order backward produces their gradients); a hook on
+// each parameter copies its gradient into its bucket as autograd produces it, and a bucket whose
+// gradients are all there starts averaging at once — while the rest of backward runs. Buckets
+// start in index order on every rank, so ranks issue the same collectives in the same order.
+//   hmc::ddp::DistributedDataParallel ddp(comm, model->parameters());
+//   loss.backward();
+//   ddp.FinishBackward();  // .grad() now holds the group's average
+//   optimizer.step();
+// A parameter without a gradient in a step contributes zeros. Zero the gradients every step (as
+// usual): FinishBackward overwrites .grad() with this step's average. Throws c10::Error on
+// failure (a peer that died, mismatched models).
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(std::shared_ptr<Communicator> comm, std::vector<at::Tensor> parameters,
+                          DdpOptions options = {});
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  // Waits for every bucket and writes the averages into the parameters' gradients.
+  void FinishBackward();
+
+  size_t bucket_count() const { return buckets_.size(); }
+  Traffic traffic() const { return averager_.traffic(); }
+
+ private:
+  struct Slot {
+    size_t bucket;
+    int64_t offset;
+    bool filled = false;
+  };
+  struct Bucket {
+    at::Tensor flat;
+    std::vector<size_t> parameters;
+    size_t pending = 0;  // Gradients not yet copied in this step.
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+  };
+
+  void OnGradient(size_t parameter, const at::Tensor& grad);
+  // Starts every bucket that is complete and follows only started ones.
+  void StartReadyBuckets() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::vector<at::Tensor> parameters_;
+  GradientAverager averager_;
+  std::vector<unsigned> hooks_;
+  Mutex mu_;
+  std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
+  std::vector<Bucket> buckets_ ABSL_GUARDED_BY(mu_);
+  size_t next_to_start_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace hmc::ddp
+
+#endif  // HMC_DDP_DISTRIBUTED_DATA_PARALLEL_H_

@@ -1,0 +1,55 @@
+#ifndef HMC_DDP_GRADIENT_AVERAGER_H_
+#define HMC_DDP_GRADIENT_AVERAGER_H_
+
+#include <ATen/core/Tensor.h>
+#include <ATen/core/ivalue.h>
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "collectives/communicator.h"
+#include "core/mutex.h"
+#include "ddp/traffic.h"
+
+namespace hmc::ddp {
+
+struct AveragingOptions {
+  std::string codec_inter;     // Empty: the communicator's option (HMC_CODEC_INTER).
+  std::string codec_intra;     // Empty: the communicator's option (HMC_CODEC_INTRA).
+  bool error_feedback = true;  // Keep each bucket's residual of lossy codecs for its next step.
+};
+
+// Averages flat gradient tensors (buckets) across the group with the codec per link class,
+// keeping one error-feedback residual per bucket key. What the comm hook, the DDP helper and the
+// collaborative optimizer share. Every rank must start the same buckets in the same order.
+class GradientAverager {
+ public:
+  GradientAverager(std::shared_ptr<Communicator> comm, AveragingOptions options);
+
+  // Starts reducing `flat` (dense, contiguous, CPU) in place; it must stay alive until the
+  // returned future completes (the future holds it). `op`: avg for gradients; the collaborative
+  // optimizer sums sample-weighted gradients.
+  c10::intrusive_ptr<c10::ivalue::Future> Start(const at::Tensor& flat, size_t bucket,
+                                                ReduceOp op = ReduceOp::kAvg);
+
+  Communicator& communicator() { return *comm_; }
+  std::shared_ptr<Communicator> shared_communicator() { return comm_; }
+  Traffic traffic() const { return meter_->totals(); }
+
+ private:
+  std::shared_ptr<Communicator> comm_;
+  const AveragingOptions options_;
+  std::shared_ptr<TrafficMeter> meter_ = std::make_shared<TrafficMeter>();
+  Mutex mu_;
+  std::map<size_t, CodecFeedback> feedback_ ABSL_GUARDED_BY(mu_);  // Nodes never move.
+};
+
+// Copies rank 0's parameters (and buffers) to every rank, in place: what DDP does at
+// construction so that every replica starts equal. Throws c10::Error on failure.
+void BroadcastFromRankZero(Communicator& comm, const std::vector<at::Tensor>& tensors);
+
+}  // namespace hmc::ddp
+
+#endif  // HMC_DDP_GRADIENT_AVERAGER_H_

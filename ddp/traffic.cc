@@ -1,0 +1,25 @@
+#include "ddp/traffic.h"
+
+namespace hmc::ddp {
+
+Traffic Traffic::operator-(const Traffic& earlier) const {
+  return {calls - earlier.calls, bytes_sent - earlier.bytes_sent,
+          bytes_sent_across_zones - earlier.bytes_sent_across_zones,
+          egress_usd - earlier.egress_usd, time - earlier.time};
+}
+
+void TrafficMeter::Add(const CollectiveReport& report) {
+  MutexLock lock(&mu_);
+  ++totals_.calls;
+  totals_.bytes_sent += report.bytes_sent;
+  totals_.bytes_sent_across_zones += report.bytes_sent_across_zones;
+  totals_.egress_usd += report.egress_usd;
+  totals_.time += report.check_time + report.data_time;
+}
+
+Traffic TrafficMeter::totals() const {
+  MutexLock lock(&mu_);
+  return totals_;
+}
+
+}  // namespace hmc::ddp
