@@ -1,0 +1,349 @@
+// hmc-test-ddp: one rank of the libtorch integration tests, started by ddp_test.cc through a
+// local group. Every mode checks its results against a reference computed in-process without
+// communication and exits 0 (pass), 3 (wrong result) or 1 (error).
+//   ddp       DDP helper: parameters after training equal one process on the union of batches;
+//             the loss falls
+//   reducer   libtorch's c10d::Reducer over ProcessGroupHmc with the hmc comm hook matches the
+//             helper and the reference
+//   pg        the process group's collectives against values computed locally
+//   collab    collaborative optimizer: steps once the group's samples reach the target, with the
+//             sample-weighted average (--delay: delayed parameter updates)
+//   mismatch  rank 1's model differs: every rank gets an error naming it, none hangs
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <string>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "collectives/communicator.h"
+#include "ddp/averaging_hook.h"
+#include "ddp/collaborative_optimizer.h"
+#include "ddp/distributed_data_parallel.h"
+#include "ddp/process_group.h"
+
+namespace hmc::ddp {
+namespace {
+
+constexpr int kExitWrong = 3;
+constexpr int kFeatures = 16;
+constexpr int kClasses = 4;
+constexpr int kBatch = 8;
+constexpr int kSteps = 15;
+
+#define EXPECT_OR_FAIL(cond, ...)                   \
+  do {                                              \
+    if (!(cond)) {                                  \
+      std::fprintf(stderr, "FAILED: " __VA_ARGS__); \
+      std::fprintf(stderr, "\n");                   \
+      return kExitWrong;                            \
+    }                                               \
+  } while (0)
+
+struct Data {
+  torch::Tensor x, y;
+};
+
+// A fixed synthetic classification task: labels from a random linear teacher.
+Data MakeData(int rows) {
+  torch::manual_seed(7);
+  Data d;
+  d.x = torch::randn({rows, kFeatures});
+  d.y = d.x.matmul(torch::randn({kFeatures, kClasses})).argmax(1);
+  return d;
+}
+
+torch::nn::Sequential MakeModel(int hidden = 32) {
+  torch::manual_seed(1);
+  return torch::nn::Sequential(torch::nn::Linear(kFeatures, hidden), torch::nn::Tanh(),
+                               torch::nn::Linear(hidden, kClasses));
+}
+
+torch::Tensor Loss(torch::nn::Sequential& model, const torch::Tensor& x, const torch::Tensor& y) {
+  return torch::nn::functional::cross_entropy(model->forward(x), y);
+}
+
+// One process on the union of every rank's batches: the reference for data parallelism.
+std::vector<torch::Tensor> TrainReference(const Data& d, int world) {
+  auto model = MakeModel();
+  torch::optim::SGD sgd(model->parameters(), 0.2);
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t begin = s * world * kBatch;
+    sgd.zero_grad();
+    Loss(model, d.x.narrow(0, begin, world * kBatch), d.y.narrow(0, begin, world * kBatch))
+        .backward();
+    sgd.step();
+  }
+  std::vector<torch::Tensor> params;
+  for (auto& p : model->parameters()) params.push_back(p.detach().clone());
+  return params;
+}
+
+double MaxDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  }
+  return worst;
+}
+
+// Trains this rank's share of each step's batch; `sync` averages the gradients after backward.
+template <typename Backward>
+std::vector<torch::Tensor> TrainShard(torch::nn::Sequential& model, const Data& d, int rank,
+                                      int world, Backward&& backward, double* first_loss,
+                                      double* last_loss) {
+  torch::optim::SGD sgd(model->parameters(), 0.2);
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t begin = (s * world + rank) * kBatch;
+    sgd.zero_grad();
+    torch::Tensor loss = Loss(model, d.x.narrow(0, begin, kBatch), d.y.narrow(0, begin, kBatch));
+    if (s == 0) *first_loss = loss.item<double>();
+    *last_loss = loss.item<double>();
+    backward(loss);
+    sgd.step();
+  }
+  std::vector<torch::Tensor> params;
+  for (auto& p : model->parameters()) params.push_back(p.detach().clone());
+  return params;
+}
+
+int RunDdp(std::shared_ptr<Communicator> comm) {
+  const Data d = MakeData(kSteps * comm->size() * kBatch);
+  auto model = MakeModel();
+  // Small buckets: three of them, so averaging overlaps backward.
+  DistributedDataParallel ddp(comm, model->parameters(), {.bucket_bytes = 512});
+  double first = 0, last = 0;
+  auto params = TrainShard(
+      model, d, comm->rank(), comm->size(),
+      [&](torch::Tensor& loss) {
+        loss.backward();
+        ddp.FinishBackward();
+      },
+      &first, &last);
+  const double diff = MaxDifference(params, TrainReference(d, comm->size()));
+  std::printf(
+      "rank %d: %zu buckets, max |param - reference| = %.3g, loss %.4f -> %.4f, %llu "
+      "calls\n",
+      comm->rank(), ddp.bucket_count(), diff, first, last,
+      static_cast<unsigned long long>(ddp.traffic().calls));
+  EXPECT_OR_FAIL(ddp.bucket_count() >= 2, "expected several buckets");
+  EXPECT_OR_FAIL(diff < 2e-5, "parameters differ from the reference by %g", diff);
+  EXPECT_OR_FAIL(ddp.traffic().calls == static_cast<uint64_t>(kSteps * ddp.bucket_count()),
+                 "one average per bucket and step");
+  return 0;
+}
+
+int RunReducer(std::shared_ptr<Communicator> comm) {
+  const Data d = MakeData(kSteps * comm->size() * kBatch);
+  auto model = MakeModel();
+  torch::optim::SGD sgd(model->parameters(), 0.2);
+  std::vector<at::Tensor> params = model->parameters();
+  // Rank 0's parameters everywhere, as DDP's constructor does.
+  BroadcastFromRankZero(*comm, params);
+  auto group = c10::make_intrusive<ProcessGroupHmc>(comm);
+  const size_t bucket_bytes = 512;
+  auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
+      params, {bucket_bytes}, std::vector<bool>(params.size(), false));
+  auto reducer = std::make_shared<c10d::Reducer>(
+      params, buckets, limits, group, std::vector<bool>(params.size(), false), bucket_bytes,
+      /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+      std::unordered_map<size_t, std::string>{}, bucket_bytes);
+  auto hook = std::make_unique<AveragingCommHook>(comm);
+  AveragingCommHook* hook_view = hook.get();
+  reducer->register_comm_hook(std::move(hook));
+  double first = 0, last = 0;
+  auto through_reducer = TrainShard(
+      model, d, comm->rank(), comm->size(),
+      [&](torch::Tensor& loss) {
+        reducer->prepare_for_forward();
+        reducer->prepare_for_backward({});
+        loss.backward();
+      },
+      &first, &last);
+  auto helper_model = MakeModel();
+  DistributedDataParallel ddp(comm, helper_model->parameters(), {.bucket_bytes = bucket_bytes});
+  auto through_helper = TrainShard(
+      helper_model, d, comm->rank(), comm->size(),
+      [&](torch::Tensor& loss) {
+        loss.backward();
+        ddp.FinishBackward();
+      },
+      &first, &last);
+  const double vs_helper = MaxDifference(through_reducer, through_helper);
+  const double vs_reference = MaxDifference(through_reducer, TrainReference(d, comm->size()));
+  std::printf(
+      "rank %d: %zu reducer buckets, hook calls %llu; max |reducer - helper| = %.3g, "
+      "|reducer - reference| = %.3g\n",
+      comm->rank(), buckets.size(), static_cast<unsigned long long>(hook_view->traffic().calls),
+      vs_helper, vs_reference);
+  EXPECT_OR_FAIL(hook_view->traffic().calls >= static_cast<uint64_t>(kSteps),
+                 "the hook averaged every step");
+  EXPECT_OR_FAIL(vs_helper < 2e-5 && vs_reference < 2e-5, "reducer result differs");
+  return 0;
+}
+
+int RunProcessGroup(std::shared_ptr<Communicator> comm) {
+  auto group = c10::make_intrusive<ProcessGroupHmc>(comm);
+  const int rank = comm->rank(), world = comm->size();
+  auto mine = [&](int r) { return torch::arange(5, torch::kFloat) * (r + 1) + r; };
+  torch::Tensor sum = torch::zeros({5}), max = torch::full({5}, -1e9);
+  for (int r = 0; r < world; ++r) {
+    sum += mine(r);
+    max = torch::maximum(max, mine(r));
+  }
+  std::vector<at::Tensor> t = {mine(rank)};
+  group->allreduce(t)->wait();
+  EXPECT_OR_FAIL(torch::allclose(t[0], sum), "allreduce sum");
+  t = {mine(rank)};
+  c10d::AllreduceOptions max_op;
+  max_op.reduceOp = c10d::ReduceOp::MAX;
+  group->allreduce(t, max_op)->wait();
+  EXPECT_OR_FAIL(torch::equal(t[0], max), "allreduce max");
+  std::vector<at::Tensor> several = {mine(rank).reshape({5, 1}), mine(rank) * 2};
+  group->allreduce_coalesced(several)->wait();
+  EXPECT_OR_FAIL(
+      torch::allclose(several[0].reshape({5}), sum) && torch::allclose(several[1], sum * 2),
+      "allreduce_coalesced");
+  t = {mine(rank)};
+  c10d::BroadcastOptions from_last;
+  from_last.rootRank = world - 1;
+  group->broadcast(t, from_last)->wait();
+  EXPECT_OR_FAIL(torch::equal(t[0], mine(world - 1)), "broadcast");
+  std::vector<std::vector<at::Tensor>> gathered(1);
+  for (int r = 0; r < world; ++r) gathered[0].push_back(torch::empty({5}));
+  std::vector<at::Tensor> in = {mine(rank)};
+  auto work = group->allgather(gathered, in);
+  work->wait();
+  for (int r = 0; r < world; ++r) {
+    EXPECT_OR_FAIL(torch::equal(gathered[0][r], mine(r)), "allgather block %d", r);
+  }
+  EXPECT_OR_FAIL(work->getFuture()->completed() && work->isSuccess(), "future completed");
+  std::vector<std::vector<at::Tensor>> scatter_in(1);
+  for (int r = 0; r < world; ++r) scatter_in[0].push_back(mine(rank) + r);
+  std::vector<at::Tensor> scatter_out = {torch::empty({5})};
+  group->reduce_scatter(scatter_out, scatter_in)->wait();
+  EXPECT_OR_FAIL(torch::allclose(scatter_out[0], sum + world * rank), "reduce_scatter");
+  group->barrier()->wait();
+  // A failure is a c10::Error carrying hmc's message.
+  std::vector<at::Tensor> ints = {torch::ones({3}, torch::kInt16)};
+  try {
+    group->allreduce(ints);
+    EXPECT_OR_FAIL(false, "int16 should be refused");
+  } catch (const c10::Error& e) {
+    EXPECT_OR_FAIL(absl::StrContains(e.what(), "is not one hmc reduces"), "message: %s", e.what());
+  }
+  std::printf("rank %d: process group collectives correct (traffic %llu calls)\n", rank,
+              static_cast<unsigned long long>(group->traffic().calls));
+  return 0;
+}
+
+int RunCollaborative(std::shared_ptr<Communicator> comm, bool delay) {
+  const int rank = comm->rank(), world = comm->size();
+  constexpr int kTarget = 48;
+  constexpr int kRounds = 3;
+  // Loss = sum(w * c): the gradient of a batch is c = rank + 1 everywhere, so the group's
+  // average over a round is sum_r n_r (r + 1) / sum_r n_r.
+  torch::Tensor w = torch::zeros({4}, torch::requires_grad());
+  torch::optim::SGD sgd({w}, 1.0);
+  CollaborativeOptimizer collab(comm, {w}, sgd,
+                                {.target_batch_size = kTarget,
+                                 .delay_updates = delay,
+                                 .progress_interval = absl::Milliseconds(2),
+                                 .run = delay ? "delayed" : "plain"});
+  double expected = 0;
+  int local_calls = 0;
+  std::vector<double> pending;  // Round averages not yet applied (delayed updates).
+  for (int round = 0; round < kRounds; ++round) {
+    bool stepped = false;
+    for (int i = 0; i < 2000 && !stepped; ++i) {
+      // Rank r is r+1 times slower: it contributes fewer samples.
+      absl::SleepFor(absl::Milliseconds(1 + 2 * rank));
+      (w * static_cast<float>(rank + 1)).sum().backward();
+      ++local_calls;
+      stepped = collab.Step(4);
+    }
+    EXPECT_OR_FAIL(stepped, "no step within 2000 batches");
+    if (!delay) {
+      // Each rank's samples in the round, gathered here: the weighted average is recomputed
+      // from them independently of the optimizer.
+      int64_t mine = collab.last_round_local_samples();
+      std::vector<int64_t> counts(world);
+      Buffer in{&mine, 1, DType::kI64}, out{counts.data(), counts.size(), DType::kI64};
+      if (!comm->AllGather(in, out)->Wait().ok()) return 1;
+      int64_t total = 0;
+      double weighted = 0;
+      for (int r = 0; r < world; ++r) {
+        total += counts[r];
+        weighted += counts[r] * (r + 1.0);
+      }
+      EXPECT_OR_FAIL(total == collab.last_round_samples(), "group count %lld vs %lld",
+                     static_cast<long long>(total),
+                     static_cast<long long>(collab.last_round_samples()));
+      EXPECT_OR_FAIL(total >= kTarget, "stepped at %lld samples, before the target %d",
+                     static_cast<long long>(total), kTarget);
+      expected -= weighted / total;
+      EXPECT_OR_FAIL(std::abs(w[0].item<double>() - expected) < 1e-4,
+                     "w = %f, expected %f after round %d", w[0].item<double>(), expected, round);
+    }
+  }
+  collab.Finish();
+  EXPECT_OR_FAIL(collab.steps() == kRounds, "steps %lld", static_cast<long long>(collab.steps()));
+  if (delay) {
+    // Every rank holds the same parameters, and each step moved them by an average in
+    // [1, world] (the range of the per-rank gradients).
+    std::vector<float> ws(world);
+    Buffer in{w.data_ptr(), 1, DType::kF32}, out{ws.data(), ws.size(), DType::kF32};
+    if (!comm->AllGather(in, out)->Wait().ok()) return 1;
+    for (float v : ws) EXPECT_OR_FAIL(v == ws[0], "ranks disagree on the parameters");
+    EXPECT_OR_FAIL(-ws[0] >= kRounds * 1.0 && -ws[0] <= kRounds * world, "w = %f", ws[0]);
+  }
+  std::printf("rank %d: %d local batches, %lld steps, w = %.4f\n", rank, local_calls,
+              static_cast<long long>(collab.steps()), w[0].item<double>());
+  return 0;
+}
+
+int RunMismatch(std::shared_ptr<Communicator> comm) {
+  auto model = MakeModel(comm->rank() == 1 ? 33 : 32);
+  try {
+    DistributedDataParallel ddp(comm, model->parameters());
+  } catch (const c10::Error& e) {
+    std::printf("rank %d: refused: %s\n", comm->rank(), e.what_without_backtrace());
+    EXPECT_OR_FAIL(absl::StrContains(e.what(), "rank 1"), "the error names rank 1");
+    return 0;
+  }
+  EXPECT_OR_FAIL(false, "different models were not refused");
+}
+
+}  // namespace
+}  // namespace hmc::ddp
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: hmc-test-ddp ddp|reducer|pg|collab [--delay]|mismatch\n");
+    return 1;
+  }
+  torch::set_num_threads(1);
+  absl::StatusOr<hmc::Options> options = hmc::Options::FromEnvironment();
+  if (!options.ok()) return 1;
+  absl::StatusOr<std::unique_ptr<hmc::Communicator>> created = hmc::Communicator::Create(*options);
+  if (!created.ok()) {
+    std::fprintf(stderr, "%s\n", std::string(created.status().message()).c_str());
+    return 1;
+  }
+  std::shared_ptr<hmc::Communicator> comm = std::move(*created);
+  const std::string mode = argv[1];
+  try {
+    if (mode == "ddp") return hmc::ddp::RunDdp(comm);
+    if (mode == "reducer") return hmc::ddp::RunReducer(comm);
+    if (mode == "pg") return hmc::ddp::RunProcessGroup(comm);
+    if (mode == "collab") {
+      return hmc::ddp::RunCollaborative(comm, argc > 2 && std::string(argv[2]) == "--delay");
+    }
+    if (mode == "mismatch") return hmc::ddp::RunMismatch(comm);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}
