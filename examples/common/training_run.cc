@@ -1,0 +1,169 @@
+#include "examples/common/training_run.h"
+
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "ddp/tensor_interop.h"
+
+namespace hmc::examples {
+
+TrainingRun::TrainingRun(Settings settings, std::shared_ptr<Communicator> comm)
+    : settings_(std::move(settings)), comm_(std::move(comm)) {}
+
+absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(const Settings& settings) {
+  int threads = settings.threads;
+  if (threads <= 0) {
+    int ranks_here = 1;
+    if (const char* local = std::getenv("HMC_LOCAL_SIZE"); local != nullptr) {
+      if (!absl::SimpleAtoi(local, &ranks_here) || ranks_here < 1) ranks_here = 1;
+    }
+    threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ranks_here);
+  }
+  // libtorch defaults to one thread here; set it explicitly either way.
+  torch::set_num_threads(threads);
+  if (settings.sync != "ddp" && settings.sync != "collab") {
+    return absl::InvalidArgumentError(absl::StrCat("--sync=", settings.sync, ": ddp or collab"));
+  }
+  const char* coordinator = std::getenv("HMC_COORDINATOR");
+  if (coordinator == nullptr || *coordinator == '\0') {
+    return std::unique_ptr<TrainingRun>(new TrainingRun(settings, nullptr));
+  }
+  absl::StatusOr<Options> options = Options::FromEnvironment();
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::unique_ptr<Communicator>> comm = Communicator::Create(*options);
+  if (!comm.ok()) return comm.status();
+  auto run = std::unique_ptr<TrainingRun>(new TrainingRun(settings, std::move(*comm)));
+  run->rank_ = run->comm_->rank();
+  run->world_ = run->comm_->size();
+  run->zone_ = options->zone;
+  return run;
+}
+
+int TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+  model_ = &model;
+  optimizer_ = &optimizer;
+  int64_t first_epoch = 0;
+  const std::string& path = settings_.checkpoint_path;
+  if (!path.empty() && std::filesystem::exists(path)) {
+    torch::serialize::InputArchive archive, model_archive, optimizer_archive;
+    archive.load_from(path);
+    archive.read("model", model_archive);
+    archive.read("optimizer", optimizer_archive);
+    model.load(model_archive);
+    optimizer.load(optimizer_archive);
+    torch::Tensor next;
+    archive.read("next_epoch", next);
+    first_epoch = next.item<int64_t>();
+    if (rank_ == 0)
+      std::printf("resumed from %s at epoch %lld\n", path.c_str(),
+                  static_cast<long long>(first_epoch + 1));
+  }
+  if (alone()) return static_cast<int>(first_epoch);
+  // Rank 0's checkpoint decides (another host may lack the file); parameters follow from rank 0
+  // when averaging is set up.
+  Buffer epoch{&first_epoch, 1, DType::kI64};
+  ddp::ThrowIfError(comm_->Broadcast(epoch, epoch, 0)->Wait());
+  ddp::AveragingOptions averaging{.codec_inter = settings_.codec_inter,
+                                  .codec_intra = settings_.codec_intra};
+  if (settings_.sync == "ddp") {
+    ddp_ = std::make_unique<ddp::DistributedDataParallel>(comm_, model.parameters(),
+                                                          ddp::DdpOptions{.averaging = averaging});
+  } else {
+    collab_ = std::make_unique<ddp::CollaborativeOptimizer>(
+        comm_, model.parameters(), optimizer,
+        ddp::CollaborativeOptions{.target_batch_size = settings_.target_batch,
+                                  .averaging = averaging,
+                                  .delay_updates = settings_.delay_updates});
+  }
+  return static_cast<int>(first_epoch);
+}
+
+bool TrainingRun::Step(int64_t samples) {
+  bool stepped = true;
+  if (collab_ != nullptr) {
+    stepped = collab_->Step(samples);
+  } else {
+    if (ddp_ != nullptr) ddp_->FinishBackward();
+    optimizer_->step();
+  }
+  if (stepped) ++steps_;
+  return stepped;
+}
+
+void TrainingRun::Finish() {
+  if (collab_ != nullptr) collab_->Finish();
+}
+
+ddp::Traffic TrainingRun::traffic() const {
+  if (ddp_ != nullptr) return ddp_->traffic();
+  if (collab_ != nullptr) return collab_->traffic();
+  return {};
+}
+
+std::vector<double> TrainingRun::SumOverRanks(std::vector<double> values) {
+  if (alone()) return values;
+  Buffer b{values.data(), values.size(), DType::kF64};
+  ddp::ThrowIfError(comm_->AllReduce(b, b, ReduceOp::kSum, {.algo = "ring"})->Wait());
+  return values;
+}
+
+void TrainingRun::ReportEpoch(int epoch, int64_t samples, double seconds,
+                              const std::vector<std::pair<std::string, double>>& fields) {
+  const ddp::Traffic now = traffic();
+  const ddp::Traffic delta = now - reported_;
+  reported_ = now;
+  const int64_t steps = steps_ - reported_steps_;
+  reported_steps_ = steps_;
+  // The group's bytes and cost: every rank's sends, summed.
+  const std::vector<double> group =
+      SumOverRanks({static_cast<double>(samples),
+                    static_cast<double>(delta.bytes_sent - delta.bytes_sent_across_zones),
+                    static_cast<double>(delta.bytes_sent_across_zones), delta.egress_usd});
+  if (rank_ != 0) return;
+  std::string line =
+      absl::StrFormat("epoch %d: %.0f samples in %.1f s (%.0f samples/s), %lld steps", epoch + 1,
+                      group[0], seconds, group[0] / seconds, static_cast<long long>(steps));
+  std::string json = absl::StrFormat(
+      "{\"epoch\": %d, \"world\": %d, \"sync\": \"%s\", \"samples\": %.0f, \"seconds\": %.3f, "
+      "\"samples_per_s\": %.1f, \"steps\": %lld",
+      epoch + 1, world_, settings_.sync, group[0], seconds, group[0] / seconds,
+      static_cast<long long>(steps));
+  for (const auto& [name, value] : fields) {
+    absl::StrAppendFormat(&line, ", %s %.4g", name, value);
+    absl::StrAppendFormat(&json, ", \"%s\": %.6g", name, value);
+  }
+  absl::StrAppendFormat(&line, ", sent in zones %.1f MB, across zones %.1f MB, egress $%.4f",
+                        group[1] / 1e6, group[2] / 1e6, group[3]);
+  absl::StrAppendFormat(&json,
+                        ", \"bytes_in_zones\": %.0f, \"bytes_across_zones\": %.0f, "
+                        "\"egress_usd\": %.6f}",
+                        group[1], group[2], group[3]);
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (!settings_.json_path.empty())
+    std::ofstream(settings_.json_path, std::ios::app) << json << "\n";
+}
+
+void TrainingRun::SaveCheckpoint(int next_epoch) {
+  if (rank_ != 0 || settings_.checkpoint_path.empty()) return;
+  torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
+  model_->save(model_archive);
+  optimizer_->save(optimizer_archive);
+  archive.write("model", model_archive);
+  archive.write("optimizer", optimizer_archive);
+  archive.write("next_epoch", torch::tensor(static_cast<int64_t>(next_epoch)));
+  const std::string temporary = settings_.checkpoint_path + ".tmp";
+  archive.save_to(temporary);
+  std::filesystem::rename(temporary, settings_.checkpoint_path);
+}
+
+}  // namespace hmc::examples

@@ -1,0 +1,81 @@
+#ifndef HMC_EXAMPLES_COMMON_TRAINING_RUN_H_
+#define HMC_EXAMPLES_COMMON_TRAINING_RUN_H_
+
+#include <torch/nn/module.h>
+#include <torch/optim/optimizer.h>
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "collectives/communicator.h"
+#include "ddp/collaborative_optimizer.h"
+#include "ddp/distributed_data_parallel.h"
+
+namespace hmc::examples {
+
+// What the two training examples share: joining the group when started by hmcrun (alone
+// otherwise), averaging gradients, per-epoch reports with traffic and egress, and checkpoints.
+class TrainingRun {
+ public:
+  struct Settings {
+    std::string sync = "ddp";  // ddp: average every step; collab: collaborative optimizer.
+    int64_t target_batch = 0;  // collab: samples the group processes per optimizer step.
+    bool delay_updates = false;
+    std::string codec_inter;  // Empty: the communicator's option.
+    std::string codec_intra;
+    std::string json_path;        // Per-epoch JSON lines; empty: none.
+    std::string checkpoint_path;  // Saved each epoch by rank 0, resumed when present.
+    int threads = 0;              // Torch intra-op threads; 0: cores / ranks on this host.
+  };
+
+  // Joins the group when HMC_COORDINATOR is set (as hmcrun sets it), else runs alone.
+  static absl::StatusOr<std::unique_ptr<TrainingRun>> Start(const Settings& settings);
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  const std::string& zone() const { return zone_; }
+  bool alone() const { return comm_ == nullptr; }
+
+  // Makes every replica start equal and sets up averaging; call once with the model built.
+  // Resumes from the checkpoint when there is one: returns the first epoch to run.
+  int Attach(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+  // After loss.backward() on a local batch of `samples`: averages and steps (ddp), or folds the
+  // batch into the group's round and steps with it (collab). True when the optimizer stepped.
+  bool Step(int64_t samples);
+  // End of training: applies a delayed update still in flight.
+  void Finish();
+
+  // Sum over ranks of `values` (exact, f64); a copy when alone.
+  std::vector<double> SumOverRanks(std::vector<double> values);
+  // Prints the epoch's line (rank 0) and appends it to the JSON file: `fields` are extra
+  // numbers, e.g. {"test_accuracy", 0.9}. Traffic is this rank's since the previous report.
+  void ReportEpoch(int epoch, int64_t samples, double seconds,
+                   const std::vector<std::pair<std::string, double>>& fields);
+  // Rank 0 saves the model, optimizer and next epoch (atomically: a temporary, then rename).
+  void SaveCheckpoint(int next_epoch);
+
+ private:
+  TrainingRun(Settings settings, std::shared_ptr<Communicator> comm);
+  ddp::Traffic traffic() const;
+
+  Settings settings_;
+  std::shared_ptr<Communicator> comm_;
+  int rank_ = 0;
+  int world_ = 1;
+  std::string zone_ = "local";
+  torch::nn::Module* model_ = nullptr;
+  torch::optim::Optimizer* optimizer_ = nullptr;
+  std::unique_ptr<ddp::DistributedDataParallel> ddp_;
+  std::unique_ptr<ddp::CollaborativeOptimizer> collab_;
+  ddp::Traffic reported_;
+  int64_t steps_ = 0;
+  int64_t reported_steps_ = 0;
+};
+
+}  // namespace hmc::examples
+
+#endif  // HMC_EXAMPLES_COMMON_TRAINING_RUN_H_

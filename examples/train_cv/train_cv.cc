@@ -1,0 +1,238 @@
+// train_cv: a small ResNet on Fashion-MNIST, alone or as one rank of a group started by hmcrun.
+//   build/bin/train_cv                                             # one process
+//   build/bin/hmcrun -hosts examples/inventory.local build/bin/train_cv   # four ranks, two zones
+// Every epoch prints (rank 0) and appends to --json: samples/s, training loss, test accuracy,
+// bytes sent inside and across zones and their egress cost. --checkpoint saves after every
+// epoch and resumes from it. --sync=ddp averages every step (a global batch of --batch samples
+// split over the ranks: the same run as one process with that batch); --sync=collab trains
+// with the collaborative optimizer (steps when the group has seen --target_batch samples).
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/time/clock.h"
+#include "examples/common/training_run.h"
+#include "examples/train_cv/fashion_mnist.h"
+
+ABSL_FLAG(int, epochs, 1, "Epochs to train (one epoch: the training set once over the group).");
+ABSL_FLAG(int, batch, 128, "Global batch (ddp): split evenly over the ranks.");
+ABSL_FLAG(std::string, optimizer, "adam", "adam or sgd (momentum 0.9).");
+ABSL_FLAG(double, lr, 0.002, "Learning rate.");
+ABSL_FLAG(int, max_train_samples, 0, "Use only this many training images per epoch (0: all).");
+ABSL_FLAG(int, max_test_samples, 0, "Evaluate on this many test images (0: all 10000).");
+ABSL_FLAG(std::string, data_dir, hmc::examples::kFashionMnistDir, "Fashion-MNIST's IDX files.");
+ABSL_FLAG(std::string, json, "train_cv.jsonl", "Append per-epoch metrics here (empty: none).");
+ABSL_FLAG(std::string, checkpoint, "", "Save after every epoch and resume from this file.");
+ABSL_FLAG(std::string, sync, "ddp", "ddp (average every step) or collab (collaborative).");
+ABSL_FLAG(int, target_batch, 512, "collab: samples the group processes per optimizer step.");
+ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");
+ABSL_FLAG(std::string, codec_inter, "", "Codec across zones (empty: HMC_CODEC_INTER).");
+ABSL_FLAG(std::string, codec_intra, "", "Codec inside a zone (empty: HMC_CODEC_INTRA).");
+ABSL_FLAG(int, threads, 0, "Torch threads per rank (0: cores / ranks on this host).");
+ABSL_FLAG(int, seed, 1, "Seed of the initial weights and the data order.");
+
+namespace hmc::examples {
+namespace {
+
+// conv-norm-relu-conv-norm plus a shortcut (1x1 convolution when the shape changes).
+struct ResidualBlockImpl : torch::nn::Module {
+  ResidualBlockImpl(int in, int out, int stride)
+      : conv1(torch::nn::Conv2dOptions(in, out, 3).stride(stride).padding(1).bias(false)),
+        norm1(torch::nn::GroupNormOptions(4, out)),
+        conv2(torch::nn::Conv2dOptions(out, out, 3).padding(1).bias(false)),
+        norm2(torch::nn::GroupNormOptions(4, out)) {
+    register_module("conv1", conv1);
+    register_module("norm1", norm1);
+    register_module("conv2", conv2);
+    register_module("norm2", norm2);
+    if (stride != 1 || in != out) {
+      shortcut = register_module(
+          "shortcut", torch::nn::Conv2d(torch::nn::Conv2dOptions(in, out, 1).stride(stride)));
+    }
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor y = torch::relu(norm1(conv1(x)));
+    y = norm2(conv2(y));
+    return torch::relu(y + (shortcut ? shortcut(x) : x));
+  }
+  torch::nn::Conv2d conv1;
+  torch::nn::GroupNorm norm1;
+  torch::nn::Conv2d conv2;
+  torch::nn::GroupNorm norm2;
+  torch::nn::Conv2d shortcut = nullptr;
+};
+TORCH_MODULE(ResidualBlock);
+
+// Group normalisation instead of batch normalisation: no running statistics that would differ
+// between ranks, and a rank's batch size does not change the function.
+struct ResNetImpl : torch::nn::Module {
+  ResNetImpl()
+      : stem(torch::nn::Conv2dOptions(1, 16, 3).padding(1).bias(false)),
+        norm(torch::nn::GroupNormOptions(4, 16)),
+        block1(16, 32, 2),
+        block2(32, 64, 2),
+        head(64 * 7 * 7, 10) {
+    register_module("stem", stem);
+    register_module("norm", norm);
+    register_module("block1", block1);
+    register_module("block2", block2);
+    register_module("head", head);
+  }
+  // 28x28 -> 14x14 -> 7x7; the head sees the 7x7 map (pooling it away slows learning here).
+  torch::Tensor forward(const torch::Tensor& x) {
+    torch::Tensor y = torch::relu(norm(stem(x)));
+    return head(block2(block1(y)).flatten(1));
+  }
+  torch::nn::Conv2d stem;
+  torch::nn::GroupNorm norm;
+  ResidualBlock block1, block2;
+  torch::nn::Linear head;
+};
+TORCH_MODULE(ResNet);
+
+// Accuracy and mean loss on this rank's part of the test set, summed over the group.
+std::pair<double, double> Evaluate(ResNet& model, const ImageSet& test, TrainingRun& run) {
+  torch::NoGradGuard no_grad;
+  model->eval();
+  double correct = 0, loss = 0, count = 0;
+  const int64_t n = test.images.size(0);
+  for (int64_t begin = run.rank() * 500; begin < n; begin += run.world() * 500) {
+    const int64_t len = std::min<int64_t>(500, n - begin);
+    torch::Tensor logits = model->forward(test.images.narrow(0, begin, len));
+    torch::Tensor labels = test.labels.narrow(0, begin, len);
+    correct += logits.argmax(1).eq(labels).sum().item<double>();
+    loss +=
+        torch::nn::functional::cross_entropy(
+            logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
+    count += len;
+  }
+  model->train();
+  const std::vector<double> sums = run.SumOverRanks({correct, loss, count});
+  return {sums[0] / sums[2], sums[1] / sums[2]};
+}
+
+int Main() {
+  absl::StatusOr<std::unique_ptr<TrainingRun>> started =
+      TrainingRun::Start({.sync = absl::GetFlag(FLAGS_sync),
+                          .target_batch = absl::GetFlag(FLAGS_target_batch),
+                          .delay_updates = absl::GetFlag(FLAGS_delay_updates),
+                          .codec_inter = absl::GetFlag(FLAGS_codec_inter),
+                          .codec_intra = absl::GetFlag(FLAGS_codec_intra),
+                          .json_path = absl::GetFlag(FLAGS_json),
+                          .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
+                          .threads = absl::GetFlag(FLAGS_threads)});
+  if (!started.ok()) {
+    std::fprintf(stderr, "train_cv: %s\n", std::string(started.status().message()).c_str());
+    return 1;
+  }
+  TrainingRun& run = **started;
+  absl::StatusOr<ImageSet> train = LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), true);
+  absl::StatusOr<ImageSet> test = LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), false);
+  for (const auto* set : {&train, &test}) {
+    if (!set->ok()) {
+      std::fprintf(stderr, "train_cv: %s\n", std::string(set->status().message()).c_str());
+      return 1;
+    }
+  }
+  if (const int limit = absl::GetFlag(FLAGS_max_test_samples); limit > 0) {
+    test->images = test->images.narrow(0, 0, std::min<int64_t>(limit, test->images.size(0)));
+    test->labels = test->labels.narrow(0, 0, test->images.size(0));
+  }
+  const int batch = absl::GetFlag(FLAGS_batch);
+  if (batch % run.world() != 0) {
+    std::fprintf(stderr, "train_cv: --batch=%d does not split over %d ranks\n", batch, run.world());
+    return 1;
+  }
+  const int local_batch = batch / run.world();
+  int64_t epoch_samples = train->images.size(0);
+  if (const int limit = absl::GetFlag(FLAGS_max_train_samples); limit > 0) {
+    epoch_samples = std::min<int64_t>(epoch_samples, limit);
+  }
+
+  torch::manual_seed(absl::GetFlag(FLAGS_seed));
+  ResNet model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  if (absl::GetFlag(FLAGS_optimizer) == "sgd") {
+    optimizer = std::make_unique<torch::optim::SGD>(
+        model->parameters(), torch::optim::SGDOptions(absl::GetFlag(FLAGS_lr)).momentum(0.9));
+  } else if (absl::GetFlag(FLAGS_optimizer) == "adam") {
+    optimizer = std::make_unique<torch::optim::Adam>(
+        model->parameters(), torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
+  } else {
+    std::fprintf(stderr, "train_cv: --optimizer=%s: adam or sgd\n",
+                 absl::GetFlag(FLAGS_optimizer).c_str());
+    return 1;
+  }
+  const int first_epoch = run.Attach(*model, *optimizer);
+  if (run.rank() == 0) {
+    std::printf(
+        "train_cv: %d rank(s), sync %s, global batch %d, %lld training images per "
+        "epoch, %d torch thread(s) per rank\n",
+        run.world(), absl::GetFlag(FLAGS_sync).c_str(), batch,
+        static_cast<long long>(epoch_samples), torch::get_num_threads());
+  }
+  const bool collab = absl::GetFlag(FLAGS_sync) == "collab";
+  const int64_t target = absl::GetFlag(FLAGS_target_batch);
+  int64_t steps_done = 0;
+  for (int epoch = first_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
+    // The same permutation on every rank: each takes its slice of every global batch (ddp) or
+    // its own strided share of the epoch (collab).
+    torch::manual_seed(absl::GetFlag(FLAGS_seed) * 1000 + epoch);
+    const torch::Tensor order = torch::randperm(train->images.size(0), torch::kLong);
+    const absl::Time start = absl::Now();
+    double loss_sum = 0;
+    int64_t samples = 0;
+    auto train_on = [&](const torch::Tensor& index) {
+      optimizer->zero_grad();
+      torch::Tensor loss =
+          torch::nn::functional::cross_entropy(model->forward(train->images.index_select(0, index)),
+                                               train->labels.index_select(0, index));
+      loss.backward();
+      loss_sum += loss.item<double>() * index.size(0);
+      samples += index.size(0);
+      return run.Step(index.size(0));
+    };
+    if (!collab) {
+      for (int64_t begin = 0; begin + batch <= epoch_samples; begin += batch) {
+        train_on(order.narrow(0, begin + run.rank() * local_batch, local_batch));
+      }
+    } else {
+      // The epoch ends with the group's step count, which all ranks share.
+      const int64_t steps_after = steps_done + epoch_samples / target;
+      int64_t cursor = run.rank() * local_batch;
+      while (steps_done < steps_after) {
+        if (cursor + local_batch > epoch_samples) cursor = run.rank() * local_batch;
+        if (train_on(order.narrow(0, cursor, local_batch))) ++steps_done;
+        cursor += run.world() * local_batch;
+      }
+    }
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    const double mean_loss =
+        run.SumOverRanks({loss_sum})[0] / run.SumOverRanks({static_cast<double>(samples)})[0];
+    const auto [accuracy, test_loss] = Evaluate(model, *test, run);
+    run.ReportEpoch(epoch, samples, seconds,
+                    {{"loss", mean_loss}, {"test_loss", test_loss}, {"test_accuracy", accuracy}});
+    run.SaveCheckpoint(epoch + 1);
+  }
+  run.Finish();
+  return 0;
+}
+
+}  // namespace
+}  // namespace hmc::examples
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Trains a small ResNet on Fashion-MNIST, alone or under hmcrun.");
+  absl::ParseCommandLine(argc, argv);
+  try {
+    return hmc::examples::Main();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_cv: %s\n", e.what());
+    return 1;
+  }
+}
