@@ -1,6 +1,10 @@
 #!/bin/sh
-# Installs the Debian 12 packages that hmc needs to build, test and benchmark (the last line: the
-# baselines hmc is compared with, Gloo, Open MPI and torch.distributed, and matplotlib for plots).
+# Installs the Debian 12 packages that hmc needs to build, test and benchmark: the toolchain and
+# libraries; libtorch and the real data of the training examples (Fashion-MNIST, the fortunes
+# corpus) with a serial OpenBLAS (Debian's libtorch otherwise multiplies matrices with the
+# reference BLAS, ten times slower); ssh for hmcrun and its tests (the test starts its own sshd on
+# a loopback port); the baselines hmc is compared with, Gloo, Open MPI and torch.distributed, and
+# matplotlib for plots.
 # Idempotent and non-interactive: it only calls apt-get when something is missing. Run as root (or
 # with sudo).
 set -eu
@@ -10,6 +14,8 @@ PACKAGES="
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev libssl-dev libfmt-dev zlib1g-dev
   clang-format iproute2 procps
   iperf3 iputils-ping
+  libtorch-dev libopenblas0-serial dataset-fashion-mnist fortunes
+  openssh-client openssh-server
   libgloo-dev openmpi-bin libopenmpi-dev python3-torch python3-matplotlib
 "
 

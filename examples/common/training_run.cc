@@ -12,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "ddp/tensor_interop.h"
 
 namespace hmc::examples {
@@ -99,6 +100,31 @@ bool TrainingRun::Step(int64_t samples) {
   return stepped;
 }
 
+TrainingRun::EpochStats TrainingRun::TrainEpoch(
+    int64_t epoch_samples, int64_t local_batch,
+    const std::function<double(int64_t slot)>& train_batch) {
+  EpochStats stats;
+  const absl::Time start = absl::Now();
+  auto train = [&](int64_t slot) {
+    optimizer_->zero_grad();
+    stats.loss_sum += train_batch(slot) * static_cast<double>(local_batch);
+    stats.samples += local_batch;
+    return Step(local_batch);
+  };
+  if (collab_ == nullptr) {
+    const int64_t steps = epoch_samples / (local_batch * world_);
+    for (int64_t step = 0; step < steps; ++step) train(step * world_ + rank_);
+  } else {
+    // The group's step count ends the epoch; every rank sees the same one.
+    const int64_t steps = epoch_samples / settings_.target_batch;
+    for (int64_t k = 0, taken = 0; taken < steps; ++k) {
+      if (train(k * world_ + rank_)) ++taken;
+    }
+  }
+  stats.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return stats;
+}
+
 void TrainingRun::Finish() {
   if (collab_ != nullptr) collab_->Finish();
 }
@@ -116,7 +142,7 @@ std::vector<double> TrainingRun::SumOverRanks(std::vector<double> values) {
   return values;
 }
 
-void TrainingRun::ReportEpoch(int epoch, int64_t samples, double seconds,
+void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats,
                               const std::vector<std::pair<std::string, double>>& fields) {
   const ddp::Traffic now = traffic();
   const ddp::Traffic delta = now - reported_;
@@ -124,11 +150,14 @@ void TrainingRun::ReportEpoch(int epoch, int64_t samples, double seconds,
   const int64_t steps = steps_ - reported_steps_;
   reported_steps_ = steps_;
   // The group's bytes and cost: every rank's sends, summed.
-  const std::vector<double> group =
-      SumOverRanks({static_cast<double>(samples),
-                    static_cast<double>(delta.bytes_sent - delta.bytes_sent_across_zones),
-                    static_cast<double>(delta.bytes_sent_across_zones), delta.egress_usd});
+  const std::vector<double> group = SumOverRanks(
+      {static_cast<double>(stats.samples),
+       static_cast<double>(delta.bytes_sent - delta.bytes_sent_across_zones),
+       static_cast<double>(delta.bytes_sent_across_zones), delta.egress_usd, stats.loss_sum});
   if (rank_ != 0) return;
+  const double seconds = stats.seconds;
+  std::vector<std::pair<std::string, double>> all_fields = {{"loss", group[4] / group[0]}};
+  all_fields.insert(all_fields.end(), fields.begin(), fields.end());
   std::string line =
       absl::StrFormat("epoch %d: %.0f samples in %.1f s (%.0f samples/s), %lld steps", epoch + 1,
                       group[0], seconds, group[0] / seconds, static_cast<long long>(steps));
@@ -137,7 +166,7 @@ void TrainingRun::ReportEpoch(int epoch, int64_t samples, double seconds,
       "\"samples_per_s\": %.1f, \"steps\": %lld",
       epoch + 1, world_, settings_.sync, group[0], seconds, group[0] / seconds,
       static_cast<long long>(steps));
-  for (const auto& [name, value] : fields) {
+  for (const auto& [name, value] : all_fields) {
     absl::StrAppendFormat(&line, ", %s %.4g", name, value);
     absl::StrAppendFormat(&json, ", \"%s\": %.6g", name, value);
   }

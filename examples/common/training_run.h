@@ -5,6 +5,7 @@
 #include <torch/optim/optimizer.h>
 
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -43,23 +44,38 @@ class TrainingRun {
   // Makes every replica start equal and sets up averaging; call once with the model built.
   // Resumes from the checkpoint when there is one: returns the first epoch to run.
   int Attach(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
-  // After loss.backward() on a local batch of `samples`: averages and steps (ddp), or folds the
-  // batch into the group's round and steps with it (collab). True when the optimizer stepped.
-  bool Step(int64_t samples);
+  struct EpochStats {
+    double loss_sum = 0;  // This rank's: sample-weighted.
+    int64_t samples = 0;  // This rank's.
+    double seconds = 0;
+  };
+  // Trains one epoch of `epoch_samples` (over the group) in local batches of `local_batch`.
+  // `train_batch(slot)` runs forward and backward on local batch number `slot` of an endless
+  // stream shared by the ranks (rank r takes slots r, r + world, r + 2·world, ...) and returns
+  // its mean loss; the optimizer is zeroed before and stepped after, with gradients averaged.
+  // ddp: one step per global batch (local_batch · world samples), so the run equals one
+  // process with that batch. collab: the epoch is epoch_samples / target_batch group steps;
+  // each rank processes batches at its own speed until the group has taken them.
+  EpochStats TrainEpoch(int64_t epoch_samples, int64_t local_batch,
+                        const std::function<double(int64_t slot)>& train_batch);
   // End of training: applies a delayed update still in flight.
   void Finish();
 
   // Sum over ranks of `values` (exact, f64); a copy when alone.
   std::vector<double> SumOverRanks(std::vector<double> values);
-  // Prints the epoch's line (rank 0) and appends it to the JSON file: `fields` are extra
-  // numbers, e.g. {"test_accuracy", 0.9}. Traffic is this rank's since the previous report.
-  void ReportEpoch(int epoch, int64_t samples, double seconds,
+  // Prints the epoch's line (rank 0) and appends it to the JSON file: the group's samples/s,
+  // mean training loss, bytes sent inside and across zones and their egress cost since the last
+  // report, and `fields` (e.g. {"test_accuracy", 0.9}). Collective: every rank calls it.
+  void ReportEpoch(int epoch, const EpochStats& stats,
                    const std::vector<std::pair<std::string, double>>& fields);
   // Rank 0 saves the model, optimizer and next epoch (atomically: a temporary, then rename).
   void SaveCheckpoint(int next_epoch);
 
  private:
   TrainingRun(Settings settings, std::shared_ptr<Communicator> comm);
+  // After backward on a local batch of `samples`: averages and steps (ddp), or folds the batch
+  // into the group's round and steps with it (collab). True when the optimizer stepped.
+  bool Step(int64_t samples);
   ddp::Traffic traffic() const;
 
   Settings settings_;

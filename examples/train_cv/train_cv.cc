@@ -14,7 +14,6 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/time/clock.h"
 #include "examples/common/training_run.h"
 #include "examples/train_cv/fashion_mnist.h"
 
@@ -176,47 +175,22 @@ int Main() {
         run.world(), absl::GetFlag(FLAGS_sync).c_str(), batch,
         static_cast<long long>(epoch_samples), torch::get_num_threads());
   }
-  const bool collab = absl::GetFlag(FLAGS_sync) == "collab";
-  const int64_t target = absl::GetFlag(FLAGS_target_batch);
-  int64_t steps_done = 0;
   for (int epoch = first_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
-    // The same permutation on every rank: each takes its slice of every global batch (ddp) or
-    // its own strided share of the epoch (collab).
+    // The same permutation on every rank; local batch `slot` is its slot-th slice.
     torch::manual_seed(absl::GetFlag(FLAGS_seed) * 1000 + epoch);
     const torch::Tensor order = torch::randperm(train->images.size(0), torch::kLong);
-    const absl::Time start = absl::Now();
-    double loss_sum = 0;
-    int64_t samples = 0;
-    auto train_on = [&](const torch::Tensor& index) {
-      optimizer->zero_grad();
-      torch::Tensor loss =
-          torch::nn::functional::cross_entropy(model->forward(train->images.index_select(0, index)),
-                                               train->labels.index_select(0, index));
-      loss.backward();
-      loss_sum += loss.item<double>() * index.size(0);
-      samples += index.size(0);
-      return run.Step(index.size(0));
-    };
-    if (!collab) {
-      for (int64_t begin = 0; begin + batch <= epoch_samples; begin += batch) {
-        train_on(order.narrow(0, begin + run.rank() * local_batch, local_batch));
-      }
-    } else {
-      // The epoch ends with the group's step count, which all ranks share.
-      const int64_t steps_after = steps_done + epoch_samples / target;
-      int64_t cursor = run.rank() * local_batch;
-      while (steps_done < steps_after) {
-        if (cursor + local_batch > epoch_samples) cursor = run.rank() * local_batch;
-        if (train_on(order.narrow(0, cursor, local_batch))) ++steps_done;
-        cursor += run.world() * local_batch;
-      }
-    }
-    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    const double mean_loss =
-        run.SumOverRanks({loss_sum})[0] / run.SumOverRanks({static_cast<double>(samples)})[0];
+    const int64_t slots = epoch_samples / local_batch;
+    const TrainingRun::EpochStats stats =
+        run.TrainEpoch(epoch_samples, local_batch, [&](int64_t slot) {
+          const torch::Tensor index = order.narrow(0, (slot % slots) * local_batch, local_batch);
+          torch::Tensor loss = torch::nn::functional::cross_entropy(
+              model->forward(train->images.index_select(0, index)),
+              train->labels.index_select(0, index));
+          loss.backward();
+          return loss.item<double>();
+        });
     const auto [accuracy, test_loss] = Evaluate(model, *test, run);
-    run.ReportEpoch(epoch, samples, seconds,
-                    {{"loss", mean_loss}, {"test_loss", test_loss}, {"test_accuracy", accuracy}});
+    run.ReportEpoch(epoch, stats, {{"test_loss", test_loss}, {"test_accuracy", accuracy}});
     run.SaveCheckpoint(epoch + 1);
   }
   run.Finish();

@@ -1,0 +1,191 @@
+// train_nlp: a small character-level transformer language model on the English text of Debian's
+// fortunes databases, alone or as one rank of a group started by hmcrun. Reports held-out
+// perplexity (per character) every epoch of --steps_per_epoch global steps.
+//   build/bin/train_nlp
+//   build/bin/hmcrun -hosts examples/inventory.local build/bin/train_nlp
+// NLP models are the hard case for the WAN (many parameters per unit of compute); this one has
+// about 0.5 M parameters and sends them every step, unless --sync=collab batches steps up.
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "examples/common/training_run.h"
+#include "examples/train_nlp/fortune_corpus.h"
+
+ABSL_FLAG(int, epochs, 3, "Epochs of --steps_per_epoch global steps.");
+ABSL_FLAG(int, steps_per_epoch, 150, "Global batches per epoch.");
+ABSL_FLAG(int, batch, 32, "Global batch of sequences (ddp): split evenly over the ranks.");
+ABSL_FLAG(int, context, 64, "Characters per sequence.");
+ABSL_FLAG(double, lr, 0.002, "Adam's learning rate.");
+ABSL_FLAG(int, eval_windows, 256, "Held-out sequences for the perplexity.");
+ABSL_FLAG(std::string, corpus_dir, hmc::examples::kFortunesDir, "The fortune databases.");
+ABSL_FLAG(std::string, json, "train_nlp.jsonl", "Append per-epoch metrics here (empty: none).");
+ABSL_FLAG(std::string, checkpoint, "", "Save after every epoch and resume from this file.");
+ABSL_FLAG(std::string, sync, "ddp", "ddp (average every step) or collab (collaborative).");
+ABSL_FLAG(int, target_batch, 128, "collab: sequences the group processes per optimizer step.");
+ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");
+ABSL_FLAG(std::string, codec_inter, "", "Codec across zones (empty: HMC_CODEC_INTER).");
+ABSL_FLAG(std::string, codec_intra, "", "Codec inside a zone (empty: HMC_CODEC_INTRA).");
+ABSL_FLAG(int, threads, 0, "Torch threads per rank (0: cores / ranks on this host).");
+ABSL_FLAG(int, seed, 1, "Seed of the initial weights and the data order.");
+
+namespace hmc::examples {
+namespace {
+
+constexpr int kVocabulary = 256;  // Bytes.
+constexpr int kWidth = 128;
+
+struct CharTransformerImpl : torch::nn::Module {
+  explicit CharTransformerImpl(int context)
+      : token(kVocabulary, kWidth),
+        position(context, kWidth),
+        encoder(torch::nn::TransformerEncoderOptions(
+            torch::nn::TransformerEncoderLayerOptions(kWidth, 4)
+                .dim_feedforward(4 * kWidth)
+                .dropout(0.0),
+            2)),
+        norm(torch::nn::LayerNormOptions({kWidth})),
+        head(kWidth, kVocabulary),
+        causal(torch::nn::TransformerImpl::generate_square_subsequent_mask(context)) {
+    register_module("token", token);
+    register_module("position", position);
+    register_module("encoder", encoder);
+    register_module("norm", norm);
+    register_module("head", head);
+  }
+  // tokens [N, S] -> logits [N, S, vocabulary]; each position sees only the ones before it.
+  torch::Tensor forward(const torch::Tensor& tokens) {
+    const int64_t length = tokens.size(1);
+    torch::Tensor x = token(tokens) + position(torch::arange(length, torch::kLong));
+    x = encoder(x.transpose(0, 1), causal.narrow(0, 0, length).narrow(1, 0, length));
+    return head(norm(x.transpose(0, 1)));
+  }
+  torch::nn::Embedding token, position;
+  torch::nn::TransformerEncoder encoder;
+  torch::nn::LayerNorm norm;
+  torch::nn::Linear head;
+  torch::Tensor causal;
+};
+TORCH_MODULE(CharTransformer);
+
+// Sequences of context+1 characters starting at `starts`.
+torch::Tensor Windows(const torch::Tensor& text, const torch::Tensor& starts, int context) {
+  return text.index_select(0, (starts.unsqueeze(1) + torch::arange(context + 1)).reshape({-1}))
+      .reshape({starts.size(0), context + 1});
+}
+
+torch::Tensor NextCharacterLoss(CharTransformer& model, const torch::Tensor& windows,
+                                torch::nn::functional::CrossEntropyFuncOptions options = {}) {
+  const int64_t context = windows.size(1) - 1;
+  torch::Tensor logits = model->forward(windows.narrow(1, 0, context));
+  return torch::nn::functional::cross_entropy(logits.reshape({-1, kVocabulary}),
+                                              windows.narrow(1, 1, context).reshape({-1}), options);
+}
+
+// Mean loss per character on held-out windows, this rank's share summed over the group.
+double HeldOutLoss(CharTransformer& model, const torch::Tensor& held_out, int context, int windows,
+                   TrainingRun& run) {
+  torch::NoGradGuard no_grad;
+  double loss = 0, characters = 0;
+  const int64_t stride = (held_out.size(0) - context - 1) / windows;
+  for (int w = run.rank(); w < windows; w += run.world()) {
+    torch::Tensor starts = torch::full({1}, w * stride, torch::kLong);
+    loss +=
+        NextCharacterLoss(model, Windows(held_out, starts, context),
+                          torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
+    characters += context;
+  }
+  const std::vector<double> sums = run.SumOverRanks({loss, characters});
+  return sums[0] / sums[1];
+}
+
+int Main() {
+  absl::StatusOr<std::unique_ptr<TrainingRun>> started =
+      TrainingRun::Start({.sync = absl::GetFlag(FLAGS_sync),
+                          .target_batch = absl::GetFlag(FLAGS_target_batch),
+                          .delay_updates = absl::GetFlag(FLAGS_delay_updates),
+                          .codec_inter = absl::GetFlag(FLAGS_codec_inter),
+                          .codec_intra = absl::GetFlag(FLAGS_codec_intra),
+                          .json_path = absl::GetFlag(FLAGS_json),
+                          .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
+                          .threads = absl::GetFlag(FLAGS_threads)});
+  if (!started.ok()) {
+    std::fprintf(stderr, "train_nlp: %s\n", std::string(started.status().message()).c_str());
+    return 1;
+  }
+  TrainingRun& run = **started;
+  absl::StatusOr<at::Tensor> corpus = LoadFortunes(absl::GetFlag(FLAGS_corpus_dir));
+  if (!corpus.ok()) {
+    std::fprintf(stderr, "train_nlp: %s\n", std::string(corpus.status().message()).c_str());
+    return 1;
+  }
+  // The last 5% is held out for perplexity.
+  const int64_t split = corpus->size(0) * 95 / 100;
+  const torch::Tensor train = corpus->narrow(0, 0, split);
+  const torch::Tensor held_out = corpus->narrow(0, split, corpus->size(0) - split);
+  const int context = absl::GetFlag(FLAGS_context);
+  const int batch = absl::GetFlag(FLAGS_batch);
+  if (batch % run.world() != 0) {
+    std::fprintf(stderr, "train_nlp: --batch=%d does not split over %d ranks\n", batch,
+                 run.world());
+    return 1;
+  }
+  const int local_batch = batch / run.world();
+
+  torch::manual_seed(absl::GetFlag(FLAGS_seed));
+  CharTransformer model(context);
+  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
+  const int first_epoch = run.Attach(*model, adam);
+  if (run.rank() == 0) {
+    int64_t parameters = 0;
+    for (const auto& p : model->parameters()) parameters += p.numel();
+    std::printf(
+        "train_nlp: %d rank(s), sync %s, %lld characters of fortunes (%lld held out), "
+        "%lld parameters, global batch %d x %d characters\n",
+        run.world(), absl::GetFlag(FLAGS_sync).c_str(), static_cast<long long>(corpus->size(0)),
+        static_cast<long long>(held_out.size(0)), static_cast<long long>(parameters), batch,
+        context);
+  }
+  const int64_t epoch_samples = static_cast<int64_t>(absl::GetFlag(FLAGS_steps_per_epoch)) * batch;
+  for (int epoch = first_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
+    const TrainingRun::EpochStats stats =
+        run.TrainEpoch(epoch_samples, local_batch, [&](int64_t slot) {
+          // Local batch `slot` of the epoch: the same windows whichever rank draws it.
+          torch::manual_seed(absl::GetFlag(FLAGS_seed) * 7919 + epoch * 1000003 + slot);
+          torch::Tensor starts = torch::randint(split - context - 1, {local_batch}, torch::kLong);
+          torch::Tensor loss = NextCharacterLoss(model, Windows(train, starts, context));
+          loss.backward();
+          return loss.item<double>();
+        });
+    const double held_out_loss =
+        HeldOutLoss(model, held_out, context, absl::GetFlag(FLAGS_eval_windows), run);
+    run.ReportEpoch(epoch, stats,
+                    {{"test_loss", held_out_loss},
+                     {"perplexity", std::exp(held_out_loss)},
+                     {"bits_per_char", held_out_loss / std::log(2.0)}});
+    run.SaveCheckpoint(epoch + 1);
+  }
+  run.Finish();
+  return 0;
+}
+
+}  // namespace
+}  // namespace hmc::examples
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Trains a character-level transformer on Debian's fortunes, alone or under hmcrun.");
+  absl::ParseCommandLine(argc, argv);
+  try {
+    return hmc::examples::Main();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "train_nlp: %s\n", e.what());
+    return 1;
+  }
+}
