@@ -1,5 +1,7 @@
 #include "launcher/rank_command.h"
 
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -19,9 +21,16 @@ absl::StatusOr<std::vector<RankPlacement>> PlaceRanks(const Inventory& inventory
   for (const InventoryHost& host : inventory.hosts) {
     const int on_host = std::min(host.slots, ranks - static_cast<int>(placements.size()));
     for (int i = 0; i < on_host; ++i) {
-      placements.push_back({static_cast<int>(placements.size()), &host, i, on_host});
+      placements.push_back({static_cast<int>(placements.size()), &host});
     }
   }
+  // Local ranks count per machine: local and network-namespace hosts all run on this one.
+  std::map<std::string, int> per_machine;
+  auto machine = [](const InventoryHost& h) {
+    return h.connection == Connection::kSsh ? h.address : std::string();
+  };
+  for (RankPlacement& p : placements) p.local_rank = per_machine[machine(*p.host)]++;
+  for (RankPlacement& p : placements) p.local_size = per_machine[machine(*p.host)];
   return placements;
 }
 

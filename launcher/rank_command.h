@@ -14,8 +14,8 @@ namespace hmc {
 struct RankPlacement {
   int rank = 0;
   const InventoryHost* host = nullptr;
-  int local_rank = 0;  // Among the ranks on the same host.
-  int local_size = 1;
+  int local_rank = 0;  // Among the ranks on the same machine (every local and netns host is
+  int local_size = 1;  // this one), e.g. to share its cores.
 };
 
 // Fills each host's slots in inventory order (mpirun's "by slot"): the first `np` slots, or all

@@ -3,14 +3,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/coordinator.h"
 #include "launcher/local_group.h"
 #include "launcher/process.h"
+#include "tests/testing/command.h"
 
 namespace hmc {
 namespace {
@@ -19,12 +18,7 @@ constexpr int kRanks = 4;
 constexpr int kVictim = 2;
 constexpr int kExitNamedPeer = 42;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing_util::ReadFile;
 
 struct Group {
   std::unique_ptr<Coordinator> coordinator;

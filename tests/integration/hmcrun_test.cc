@@ -15,22 +15,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "launcher/process.h"
+#include "tests/testing/command.h"
 
 namespace hmc {
 namespace {
 
 using ::testing::HasSubstr;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::string TempPath(absl::string_view name) {
-  return absl::StrCat(testing::TempDir(), "/hmcrun_", getpid(), "_", name);
-}
+using testing_util::Outcome;
+using testing_util::ReadFile;
+using testing_util::TempPath;
 
 std::string WriteInventory(absl::string_view name, absl::string_view text) {
   const std::string path = TempPath(name);
@@ -38,23 +32,9 @@ std::string WriteInventory(absl::string_view name, absl::string_view text) {
   return path;
 }
 
-struct Outcome {
-  int code = -1;
-  std::string output;
-};
-
 Outcome Hmcrun(std::vector<std::string> args, absl::Duration limit = absl::Seconds(120)) {
   args.insert(args.begin(), HMC_HMCRUN_PATH);
-  const std::string output = TempPath("out");
-  auto p = Process::Spawn(args, {}, {.output_path = output});
-  EXPECT_TRUE(p.ok()) << p.status();
-  Outcome run;
-  if (!p.ok()) return run;
-  absl::StatusOr<int> code = p->Wait(absl::Now() + limit);
-  EXPECT_TRUE(code.ok()) << "hmcrun did not finish";
-  run.code = code.ok() ? *code : -1;
-  run.output = ReadFile(output);
-  return run;
+  return testing_util::RunCommand(args, limit);
 }
 
 bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
@@ -82,10 +62,10 @@ w1 ansible_host=127.0.0.1 hmc_streams=3
               "l=$HMC_LOCAL_RANK/$HMC_LOCAL_SIZE g=$HMC_GPUS s=$HMC_STREAMS a=$HMC_ALGO "
               "m=$HMC_TEST_MARK c=${HMC_COORDINATOR%:*} t=${#HMC_TOKEN}"});
   EXPECT_EQ(run.code, 0) << run.output;
-  EXPECT_THAT(run.output, HasSubstr("[0 east e1] r=0/3 z=east h=e1 l=0/2 g=4 s=0 a=ring m=yes "
+  EXPECT_THAT(run.output, HasSubstr("[0 east e1] r=0/3 z=east h=e1 l=0/3 g=4 s=0 a=ring m=yes "
                                     "c=127.0.0.1 t=64"));
-  EXPECT_THAT(run.output, HasSubstr("[1 east e1] r=1/3 z=east h=e1 l=1/2"));
-  EXPECT_THAT(run.output, HasSubstr("[2 west w1] r=2/3 z=west h=w1 l=0/1 g=0 s=3 a=ring"));
+  EXPECT_THAT(run.output, HasSubstr("[1 east e1] r=1/3 z=east h=e1 l=1/3"));
+  EXPECT_THAT(run.output, HasSubstr("[2 west w1] r=2/3 z=west h=w1 l=2/3 g=0 s=3 a=ring"));
 }
 
 TEST(Hmcrun, ExitsWithTheFirstFailingRanksStatusAndStopsTheOthers) {

@@ -14,16 +14,12 @@
 #include "absl/strings/str_split.h"
 #include "launcher/local_group.h"
 #include "launcher/process.h"
+#include "tests/testing/command.h"
 
 namespace hmc {
 namespace {
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing_util::ReadFile;
 
 int RunWanem(const std::vector<std::string>& args, const std::string& output = "") {
   std::vector<std::string> argv = {HMC_WANEM_PATH};

@@ -1,0 +1,50 @@
+#ifndef HMC_TESTS_TESTING_COMMAND_H_
+#define HMC_TESTS_TESTING_COMMAND_H_
+
+// Helpers for tests that run programs: read what they wrote, run one to completion.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "launcher/process.h"
+
+namespace hmc::testing_util {
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A path in the test's temporary directory, unique to this process.
+inline std::string TempPath(absl::string_view name) {
+  return absl::StrCat(testing::TempDir(), "/", getpid(), "_", name);
+}
+
+struct Outcome {
+  int code = -1;       // -1: did not start or did not finish in time (then it was killed).
+  std::string output;  // stdout and stderr.
+};
+
+// Runs `argv` until it exits or `limit` passes.
+inline Outcome RunCommand(const std::vector<std::string>& argv,
+                          absl::Duration limit = absl::Minutes(5)) {
+  const std::string output = TempPath("command.out");
+  absl::StatusOr<Process> p = Process::Spawn(argv, {}, {.output_path = output});
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return {};
+  absl::StatusOr<int> code = p->Wait(absl::Now() + limit);
+  EXPECT_TRUE(code.ok()) << argv[0] << " did not finish within " << limit;
+  return {code.ok() ? *code : -1, ReadFile(output)};
+}
+
+}  // namespace hmc::testing_util
+
+#endif  // HMC_TESTS_TESTING_COMMAND_H_
