@@ -2,9 +2,11 @@
 // algorithms and the communicator.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/synchronization/notification.h"
 #include "collectives/check_pattern.h"
 #include "collectives/communicator.h"
 #include "core/frame.h"
@@ -194,6 +196,45 @@ TEST(InprocCollectives, SeveralCollectivesInFlightAtOnce) {
         }
       },
       options);
+}
+
+// What libtorch's futures build on: a callback runs once with the outcome, whether it was added
+// before or after the collective completed, and sees the finished report.
+TEST(InprocCollectives, OnDoneRunsOnceWithTheOutcome) {
+  RunGroup(2, [&](int rank, Communicator& comm) {
+    std::vector<float> data(100000, 1.0f + rank);
+    Buffer b{data.data(), data.size(), DType::kF32};
+    std::shared_ptr<Work> work = comm.AllReduce(b, b, ReduceOp::kSum);
+    std::atomic<int> early_calls{0};
+    std::atomic<uint64_t> early_bytes{0};
+    work->OnDone([&](const absl::Status& s) {
+      EXPECT_TRUE(s.ok()) << s;
+      early_bytes = work->report().bytes_sent;
+      ++early_calls;
+    });
+    ASSERT_TRUE(work->Wait().ok());
+    int late_calls = 0;
+    work->OnDone([&](const absl::Status& s) {
+      EXPECT_TRUE(s.ok());
+      ++late_calls;
+    });
+    EXPECT_EQ(late_calls, 1);  // Already done: ran at once, on this thread.
+    // The early callback ran on the completing thread before or just after Wait returned.
+    for (int i = 0; i < 1000 && early_calls.load() == 0; ++i) absl::SleepFor(absl::Milliseconds(1));
+    EXPECT_EQ(early_calls.load(), 1);
+    EXPECT_GT(early_bytes.load(), 0u);
+    EXPECT_EQ(data[7], 3.0f);
+    // A failed call reports its error to the callback.
+    std::vector<float> small(rank == 0 ? 10 : 11);
+    Buffer mismatched{small.data(), small.size(), DType::kF32};
+    std::shared_ptr<Work> failing = comm.AllReduce(mismatched, mismatched, ReduceOp::kSum);
+    absl::Notification failed;
+    failing->OnDone([&](const absl::Status& s) {
+      EXPECT_FALSE(s.ok());
+      failed.Notify();
+    });
+    EXPECT_TRUE(failed.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  });
 }
 
 TEST(InprocCollectives, LocalErrorsAreReportedOnEveryRank) {
