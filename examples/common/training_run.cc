@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "ddp/process_group.h"
 #include "ddp/tensor_interop.h"
 
 namespace hmc::examples {
@@ -31,8 +33,10 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(const Settings& 
   }
   // libtorch defaults to one thread here; set it explicitly either way.
   torch::set_num_threads(threads);
-  if (settings.sync != "ddp" && settings.sync != "collab") {
-    return absl::InvalidArgumentError(absl::StrCat("--sync=", settings.sync, ": ddp or collab"));
+  if (settings.sync != "ddp" && settings.sync != "reducer" && settings.sync != "collab" &&
+      settings.sync != "local") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--sync=", settings.sync, ": ddp, reducer, collab or local"));
   }
   const char* coordinator = std::getenv("HMC_COORDINATOR");
   if (coordinator == nullptr || *coordinator == '\0') {
@@ -78,7 +82,23 @@ int TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& optim
   if (settings_.sync == "ddp") {
     ddp_ = std::make_unique<ddp::DistributedDataParallel>(comm_, model.parameters(),
                                                           ddp::DdpOptions{.averaging = averaging});
-  } else {
+  } else if (settings_.sync == "reducer") {
+    // What PyTorch's DistributedDataParallel builds, from C++: buckets by size, a Reducer over
+    // hmc's process group, and hmc's averaging hook.
+    std::vector<at::Tensor> params = model.parameters();
+    ddp::BroadcastFromRankZero(*comm_, params);
+    const size_t bucket_bytes = ddp::DdpOptions{}.bucket_bytes;
+    auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
+        params, {bucket_bytes}, std::vector<bool>(params.size(), false));
+    reducer_ = std::make_shared<c10d::Reducer>(
+        params, buckets, limits, c10::make_intrusive<ddp::ProcessGroupHmc>(comm_),
+        std::vector<bool>(params.size(), false), bucket_bytes,
+        /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
+        std::unordered_map<size_t, std::string>{}, bucket_bytes);
+    auto hook = std::make_unique<ddp::AveragingCommHook>(comm_, averaging);
+    hook_ = hook.get();
+    reducer_->register_comm_hook(std::move(hook));
+  } else if (settings_.sync == "collab") {
     collab_ = std::make_unique<ddp::CollaborativeOptimizer>(
         comm_, model.parameters(), optimizer,
         ddp::CollaborativeOptions{.target_batch_size = settings_.target_batch,
@@ -93,6 +113,7 @@ bool TrainingRun::Step(int64_t samples) {
   if (collab_ != nullptr) {
     stepped = collab_->Step(samples);
   } else {
+    // The reducer already averaged during backward.
     if (ddp_ != nullptr) ddp_->FinishBackward();
     optimizer_->step();
   }
@@ -107,6 +128,10 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
   const absl::Time start = absl::Now();
   auto train = [&](int64_t slot) {
     optimizer_->zero_grad();
+    if (reducer_ != nullptr) {
+      reducer_->prepare_for_forward();
+      reducer_->prepare_for_backward({});
+    }
     stats.loss_sum += train_batch(slot) * static_cast<double>(local_batch);
     stats.samples += local_batch;
     return Step(local_batch);
@@ -131,6 +156,7 @@ void TrainingRun::Finish() {
 
 ddp::Traffic TrainingRun::traffic() const {
   if (ddp_ != nullptr) return ddp_->traffic();
+  if (hook_ != nullptr) return hook_->traffic();
   if (collab_ != nullptr) return collab_->traffic();
   return {};
 }

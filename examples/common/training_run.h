@@ -13,8 +13,13 @@
 
 #include "absl/status/statusor.h"
 #include "collectives/communicator.h"
+#include "ddp/averaging_hook.h"
 #include "ddp/collaborative_optimizer.h"
 #include "ddp/distributed_data_parallel.h"
+
+namespace c10d {
+class Reducer;
+}
 
 namespace hmc::examples {
 
@@ -23,7 +28,10 @@ namespace hmc::examples {
 class TrainingRun {
  public:
   struct Settings {
-    std::string sync = "ddp";  // ddp: average every step; collab: collaborative optimizer.
+    // ddp: average every step with the DDP helper; reducer: the same through libtorch's
+    // c10d::Reducer with hmc's comm hook; collab: collaborative optimizer; local: no averaging
+    // at all (each rank trains alone: the baseline of the overhead benchmark).
+    std::string sync = "ddp";
     int64_t target_batch = 0;  // collab: samples the group processes per optimizer step.
     bool delay_updates = false;
     std::string codec_inter;  // Empty: the communicator's option.
@@ -86,6 +94,8 @@ class TrainingRun {
   torch::nn::Module* model_ = nullptr;
   torch::optim::Optimizer* optimizer_ = nullptr;
   std::unique_ptr<ddp::DistributedDataParallel> ddp_;
+  std::shared_ptr<c10d::Reducer> reducer_;
+  ddp::AveragingCommHook* hook_ = nullptr;  // Owned by reducer_.
   std::unique_ptr<ddp::CollaborativeOptimizer> collab_;
   ddp::Traffic reported_;
   int64_t steps_ = 0;

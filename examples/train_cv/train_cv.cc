@@ -26,7 +26,9 @@ ABSL_FLAG(int, max_test_samples, 0, "Evaluate on this many test images (0: all 1
 ABSL_FLAG(std::string, data_dir, hmc::examples::kFashionMnistDir, "Fashion-MNIST's IDX files.");
 ABSL_FLAG(std::string, json, "train_cv.jsonl", "Append per-epoch metrics here (empty: none).");
 ABSL_FLAG(std::string, checkpoint, "", "Save after every epoch and resume from this file.");
-ABSL_FLAG(std::string, sync, "ddp", "ddp (average every step) or collab (collaborative).");
+ABSL_FLAG(std::string, sync, "ddp",
+          "ddp (average every step), reducer (the same through c10d::Reducer and the hmc hook), "
+          "collab (collaborative optimizer) or local (no averaging: a baseline).");
 ABSL_FLAG(int, target_batch, 512, "collab: samples the group processes per optimizer step.");
 ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");
 ABSL_FLAG(std::string, codec_inter, "", "Codec across zones (empty: HMC_CODEC_INTER).");

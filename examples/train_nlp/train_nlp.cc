@@ -26,7 +26,9 @@ ABSL_FLAG(int, eval_windows, 256, "Held-out sequences for the perplexity.");
 ABSL_FLAG(std::string, corpus_dir, hmc::examples::kFortunesDir, "The fortune databases.");
 ABSL_FLAG(std::string, json, "train_nlp.jsonl", "Append per-epoch metrics here (empty: none).");
 ABSL_FLAG(std::string, checkpoint, "", "Save after every epoch and resume from this file.");
-ABSL_FLAG(std::string, sync, "ddp", "ddp (average every step) or collab (collaborative).");
+ABSL_FLAG(std::string, sync, "ddp",
+          "ddp (average every step), reducer (the same through c10d::Reducer and the hmc hook), "
+          "collab (collaborative optimizer) or local (no averaging: a baseline).");
 ABSL_FLAG(int, target_batch, 128, "collab: sequences the group processes per optimizer step.");
 ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");
 ABSL_FLAG(std::string, codec_inter, "", "Codec across zones (empty: HMC_CODEC_INTER).");
