@@ -121,6 +121,20 @@ TEST(Inventory, DefaultIsFourLocalRanksInTwoZones) {
   EXPECT_THAT(zones, ElementsAre("zone-a", "zone-a", "zone-b", "zone-b"));
 }
 
+TEST(Inventory, TheEmulatorInventoryPutsOneHostPerContinentFirst) {
+  absl::StatusOr<Inventory> inv = LoadInventory(HMC_SOURCE_DIR "/examples/inventory.wan");
+  ASSERT_TRUE(inv.ok()) << inv.status();
+  ASSERT_EQ(inv->hosts.size(), 8u);
+  std::vector<std::string> zones;
+  for (const InventoryHost& h : inv->hosts) {
+    zones.push_back(h.zone);
+    EXPECT_EQ(h.connection, Connection::kNetns);
+    EXPECT_EQ(h.netns, "hmcw-" + h.name);
+  }
+  EXPECT_THAT(zones, ElementsAre("us", "eu", "asia", "oce", "us", "eu", "asia", "oce"));
+  EXPECT_EQ(inv->hosts[2].address, "10.201.0.5");
+}
+
 TEST(PlaceRanks, FillsSlotsInOrderAndRefusesMoreRanksThanSlots) {
   const Inventory inv = Parse("a slots=2\nb slots=3\n");
   absl::StatusOr<std::vector<RankPlacement>> three = PlaceRanks(inv, 3);
