@@ -17,7 +17,7 @@
 #include "examples/common/training_run.h"
 #include "examples/train_cv/fashion_mnist.h"
 
-ABSL_FLAG(int, epochs, 1, "Epochs to train (one epoch: the training set once over the group).");
+ABSL_FLAG(int, epochs, 2, "Epochs to train (one epoch: the training set once over the group).");
 ABSL_FLAG(int, batch, 128, "Global batch (ddp): split evenly over the ranks.");
 ABSL_FLAG(std::string, optimizer, "adam", "adam or sgd (momentum 0.9).");
 ABSL_FLAG(double, lr, 0.002, "Learning rate.");

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Runs one rank of an hmc program on every host of a running hmc-wanem emulation, with a
-# coordinator on the first host, and prints rank 0's output (the others' go to /tmp). Until
-# hmcrun's network-namespace spawner exists, this is how benchmarks run on the emulator.
+# coordinator on the first host, and prints rank 0's output (the others' go to /tmp): what the
+# benchmark scripts parse. Interactively, `hmcrun -hosts examples/inventory.wan PROGRAM` does the
+# same (prefix hmcw) with every rank's output prefixed.
 #   perf/wanem/run.sh PREFIX PROGRAM [ARGS...]
 #   e.g. build/bin/hmc-wanem up perf/topologies/us-eu.topo --prefix=hmcw
 #        perf/wanem/run.sh hmcw build/bin/hmc-perf --probe -e 16M
