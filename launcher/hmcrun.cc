@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -232,8 +233,10 @@ int Main(int argc, char** argv) {
       std::printf("%s %s\n", r.label.c_str(), Describe(r.command).c_str());
     return 0;
   }
+  std::set<const InventoryHost*> hosts_used;
+  for (const RankPlacement& p : *placements) hosts_used.insert(p.host);
   std::fprintf(stderr, "hmcrun: %d ranks on %zu hosts, coordinator %s\n", world_size,
-               inventory->hosts.size(), hosted.address.c_str());
+               hosts_used.size(), hosted.address.c_str());
   absl::StatusOr<int> status = RunRanks(std::move(ranks), {.timeout = args.timeout});
   if (!status.ok()) {
     Fail(status.status().message());

@@ -108,9 +108,16 @@ std::vector<torch::Tensor> TrainShard(torch::nn::Sequential& model, const Data& 
   return params;
 }
 
+// The loss over the whole data set, without gradients.
+double FullLoss(torch::nn::Sequential& model, const Data& d) {
+  torch::NoGradGuard no_grad;
+  return Loss(model, d.x, d.y).item<double>();
+}
+
 int RunDdp(std::shared_ptr<Communicator> comm) {
   const Data d = MakeData(kSteps * comm->size() * kBatch);
   auto model = MakeModel();
+  const double loss_before = FullLoss(model, d);
   // Small buckets: three of them, so averaging overlaps backward.
   DistributedDataParallel ddp(comm, model->parameters(), {.bucket_bytes = 512});
   double first = 0, last = 0;
@@ -127,6 +134,9 @@ int RunDdp(std::shared_ptr<Communicator> comm) {
       "calls\n",
       comm->rank(), ddp.bucket_count(), diff, first, last,
       static_cast<unsigned long long>(ddp.traffic().calls));
+  const double loss_after = FullLoss(model, d);
+  EXPECT_OR_FAIL(loss_after < 0.9 * loss_before, "the loss over the data did not fall: %f -> %f",
+                 loss_before, loss_after);
   EXPECT_OR_FAIL(ddp.bucket_count() >= 2, "expected several buckets");
   EXPECT_OR_FAIL(diff < 2e-5, "parameters differ from the reference by %g", diff);
   EXPECT_OR_FAIL(ddp.traffic().calls == static_cast<uint64_t>(kSteps * ddp.bucket_count()),

@@ -127,6 +127,20 @@ TEST(Hmcrun, RefusesAMalformedInventoryNamingTheLine) {
   EXPECT_THAT(run.output, HasSubstr("algo=fast: must be auto, ring"));
 }
 
+TEST(Hmcrun, JoinsACoordinatorStartedElsewhere) {
+  const std::string port = absl::StrCat(30000 + getpid() % 20000);
+  auto coordinator =
+      Process::Spawn({HMC_COORDINATOR_PATH, "--bind=127.0.0.1:" + port, "--world_size=2"},
+                     {"HMC_TOKEN=elsewhere"}, {.output_path = TempPath("coordinator.out")});
+  ASSERT_TRUE(coordinator.ok());
+  Outcome run = Hmcrun({"-np", "2", "--coordinator", "127.0.0.1:" + port, "--token", "elsewhere",
+                        HMC_HELLO_PATH, "--count=1000"});
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("coordinator 127.0.0.1:" + port));
+  EXPECT_THAT(run.output, HasSubstr("[1 zone-a peer-a] rank 1/2"));
+  EXPECT_TRUE(coordinator->Wait(absl::Now() + absl::Seconds(30)).ok());
+}
+
 TEST(Hmcrun, DryRunPrintsEachCommandWithoutTheToken) {
   Outcome run = Hmcrun({"--dry-run", "--token", "s3cret", "/bin/true"});
   EXPECT_EQ(run.code, 0);
@@ -201,7 +215,9 @@ TEST_F(HmcrunOverSsh, RanksStartedOverSshFormAGroup) {
 }
 
 TEST_F(HmcrunOverSsh, RemoteStatusComesBackAndStoppingHmcrunStopsRemoteRanks) {
-  Outcome run = Hmcrun({"-hosts", Inventory(1), "/bin/sh", "-c", "exit 9"});
+  // The program's path on the remote side comes from --remote-path.
+  Outcome run = Hmcrun(
+      {"-hosts", Inventory(1), "--remote-path", "/bin/sh", "/nonexistent/sh", "-c", "exit 9"});
   EXPECT_EQ(run.code, 9) << run.output;
   const std::string pids = TempPath("ssh_pids");
   const std::string output = TempPath("ssh_term.out");
