@@ -80,14 +80,15 @@ int TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& optim
   ddp::AveragingOptions averaging{.codec_inter = settings_.codec_inter,
                                   .codec_intra = settings_.codec_intra};
   if (settings_.sync == "ddp") {
-    ddp_ = std::make_unique<ddp::DistributedDataParallel>(comm_, model.parameters(),
-                                                          ddp::DdpOptions{.averaging = averaging});
+    ddp_ = std::make_unique<ddp::DistributedDataParallel>(
+        comm_, model.parameters(),
+        ddp::DdpOptions{.bucket_bytes = settings_.bucket_bytes, .averaging = averaging});
   } else if (settings_.sync == "reducer") {
     // What PyTorch's DistributedDataParallel builds, from C++: buckets by size, a Reducer over
     // hmc's process group, and hmc's averaging hook.
     std::vector<at::Tensor> params = model.parameters();
     ddp::BroadcastFromRankZero(*comm_, params);
-    const size_t bucket_bytes = ddp::DdpOptions{}.bucket_bytes;
+    const size_t bucket_bytes = settings_.bucket_bytes;
     auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
         params, {bucket_bytes}, std::vector<bool>(params.size(), false));
     reducer_ = std::make_shared<c10d::Reducer>(

@@ -39,6 +39,7 @@ class TrainingRun {
     std::string json_path;        // Per-epoch JSON lines; empty: none.
     std::string checkpoint_path;  // Saved each epoch by rank 0, resumed when present.
     int threads = 0;              // Torch intra-op threads; 0: cores / ranks on this host.
+    size_t bucket_bytes = ddp::DdpOptions{}.bucket_bytes;  // ddp and reducer buckets.
   };
 
   // Joins the group when HMC_COORDINATOR is set (as hmcrun sets it), else runs alone.

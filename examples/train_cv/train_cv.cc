@@ -33,6 +33,7 @@ ABSL_FLAG(int, target_batch, 512, "collab: samples the group processes per optim
 ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");
 ABSL_FLAG(std::string, codec_inter, "", "Codec across zones (empty: HMC_CODEC_INTER).");
 ABSL_FLAG(std::string, codec_intra, "", "Codec inside a zone (empty: HMC_CODEC_INTRA).");
+ABSL_FLAG(int, bucket_kb, 4096, "ddp/reducer: gradient bucket size in KiB (DDP's bucket_cap).");
 ABSL_FLAG(int, threads, 0, "Torch threads per rank (0: cores / ranks on this host).");
 ABSL_FLAG(int, seed, 1, "Seed of the initial weights and the data order.");
 
@@ -118,15 +119,16 @@ std::pair<double, double> Evaluate(ResNet& model, const ImageSet& test, Training
 }
 
 int Main() {
-  absl::StatusOr<std::unique_ptr<TrainingRun>> started =
-      TrainingRun::Start({.sync = absl::GetFlag(FLAGS_sync),
-                          .target_batch = absl::GetFlag(FLAGS_target_batch),
-                          .delay_updates = absl::GetFlag(FLAGS_delay_updates),
-                          .codec_inter = absl::GetFlag(FLAGS_codec_inter),
-                          .codec_intra = absl::GetFlag(FLAGS_codec_intra),
-                          .json_path = absl::GetFlag(FLAGS_json),
-                          .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
-                          .threads = absl::GetFlag(FLAGS_threads)});
+  absl::StatusOr<std::unique_ptr<TrainingRun>> started = TrainingRun::Start(
+      {.sync = absl::GetFlag(FLAGS_sync),
+       .target_batch = absl::GetFlag(FLAGS_target_batch),
+       .delay_updates = absl::GetFlag(FLAGS_delay_updates),
+       .codec_inter = absl::GetFlag(FLAGS_codec_inter),
+       .codec_intra = absl::GetFlag(FLAGS_codec_intra),
+       .json_path = absl::GetFlag(FLAGS_json),
+       .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
+       .threads = absl::GetFlag(FLAGS_threads),
+       .bucket_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_kb)) << 10});
   if (!started.ok()) {
     std::fprintf(stderr, "train_cv: %s\n", std::string(started.status().message()).c_str());
     return 1;
