@@ -49,6 +49,7 @@ class TrainingRun {
   int world() const { return world_; }
   const std::string& zone() const { return zone_; }
   bool alone() const { return comm_ == nullptr; }
+  const std::string& sync() const { return settings_.sync; }
 
   // Makes every replica start equal and sets up averaging; call once with the model built.
   // Resumes from the checkpoint when there is one: returns the first epoch to run.

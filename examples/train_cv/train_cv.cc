@@ -12,30 +12,16 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "examples/common/training_flags.h"
 #include "examples/common/training_run.h"
 #include "examples/train_cv/fashion_mnist.h"
 
-ABSL_FLAG(int, epochs, 2, "Epochs to train (one epoch: the training set once over the group).");
 ABSL_FLAG(int, batch, 128, "Global batch (ddp): split evenly over the ranks.");
 ABSL_FLAG(std::string, optimizer, "adam", "adam or sgd (momentum 0.9).");
 ABSL_FLAG(double, lr, 0.002, "Learning rate.");
 ABSL_FLAG(int, max_train_samples, 0, "Use only this many training images per epoch (0: all).");
 ABSL_FLAG(int, max_test_samples, 0, "Evaluate on this many test images (0: all 10000).");
 ABSL_FLAG(std::string, data_dir, hmc::examples::kFashionMnistDir, "Fashion-MNIST's IDX files.");
-ABSL_FLAG(std::string, json, "train_cv.jsonl", "Append per-epoch metrics here (empty: none).");
-ABSL_FLAG(std::string, checkpoint, "", "Save after every epoch and resume from this file.");
-ABSL_FLAG(std::string, sync, "ddp",
-          "ddp (average every step), reducer (the same through c10d::Reducer and the hmc hook), "
-          "collab (collaborative optimizer) or local (no averaging: a baseline).");
-ABSL_FLAG(int, target_batch, 512, "collab: samples the group processes per optimizer step.");
-ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");
-ABSL_FLAG(std::string, codec_inter, "", "Codec across zones (empty: HMC_CODEC_INTER).");
-ABSL_FLAG(std::string, codec_intra, "", "Codec inside a zone (empty: HMC_CODEC_INTRA).");
-ABSL_FLAG(int, bucket_kb, 4096, "ddp/reducer: gradient bucket size in KiB (DDP's bucket_cap).");
-ABSL_FLAG(int, threads, 0, "Torch threads per rank (0: cores / ranks on this host).");
-ABSL_FLAG(int, seed, 1, "Seed of the initial weights and the data order.");
 
 namespace hmc::examples {
 namespace {
@@ -119,16 +105,8 @@ std::pair<double, double> Evaluate(ResNet& model, const ImageSet& test, Training
 }
 
 int Main() {
-  absl::StatusOr<std::unique_ptr<TrainingRun>> started = TrainingRun::Start(
-      {.sync = absl::GetFlag(FLAGS_sync),
-       .target_batch = absl::GetFlag(FLAGS_target_batch),
-       .delay_updates = absl::GetFlag(FLAGS_delay_updates),
-       .codec_inter = absl::GetFlag(FLAGS_codec_inter),
-       .codec_intra = absl::GetFlag(FLAGS_codec_intra),
-       .json_path = absl::GetFlag(FLAGS_json),
-       .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
-       .threads = absl::GetFlag(FLAGS_threads),
-       .bucket_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_kb)) << 10});
+  absl::StatusOr<std::unique_ptr<TrainingRun>> started =
+      TrainingRun::Start(SettingsFromFlags("train_cv", absl::GetFlag(FLAGS_batch)));
   if (!started.ok()) {
     std::fprintf(stderr, "train_cv: %s\n", std::string(started.status().message()).c_str());
     return 1;
@@ -176,8 +154,8 @@ int Main() {
     std::printf(
         "train_cv: %d rank(s), sync %s, global batch %d, %lld training images per "
         "epoch, %d torch thread(s) per rank\n",
-        run.world(), absl::GetFlag(FLAGS_sync).c_str(), batch,
-        static_cast<long long>(epoch_samples), torch::get_num_threads());
+        run.world(), run.sync().c_str(), batch, static_cast<long long>(epoch_samples),
+        torch::get_num_threads());
   }
   for (int epoch = first_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
     // The same permutation on every rank; local batch `slot` is its slot-th slice.
@@ -205,12 +183,7 @@ int Main() {
 }  // namespace hmc::examples
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Trains a small ResNet on Fashion-MNIST, alone or under hmcrun.");
-  absl::ParseCommandLine(argc, argv);
-  try {
-    return hmc::examples::Main();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_cv: %s\n", e.what());
-    return 1;
-  }
+  return hmc::examples::RunExample(argc, argv, "train_cv",
+                                   "Trains a small ResNet on Fashion-MNIST, alone or under hmcrun.",
+                                   hmc::examples::Main);
 }

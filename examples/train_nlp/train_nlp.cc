@@ -12,30 +12,16 @@
 #include <string>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "examples/common/training_flags.h"
 #include "examples/common/training_run.h"
 #include "examples/train_nlp/fortune_corpus.h"
 
-ABSL_FLAG(int, epochs, 3, "Epochs of --steps_per_epoch global steps.");
 ABSL_FLAG(int, steps_per_epoch, 150, "Global batches per epoch.");
 ABSL_FLAG(int, batch, 32, "Global batch of sequences (ddp): split evenly over the ranks.");
 ABSL_FLAG(int, context, 64, "Characters per sequence.");
 ABSL_FLAG(double, lr, 0.002, "Adam's learning rate.");
 ABSL_FLAG(int, eval_windows, 256, "Held-out sequences for the perplexity.");
 ABSL_FLAG(std::string, corpus_dir, hmc::examples::kFortunesDir, "The fortune databases.");
-ABSL_FLAG(std::string, json, "train_nlp.jsonl", "Append per-epoch metrics here (empty: none).");
-ABSL_FLAG(std::string, checkpoint, "", "Save after every epoch and resume from this file.");
-ABSL_FLAG(std::string, sync, "ddp",
-          "ddp (average every step), reducer (the same through c10d::Reducer and the hmc hook), "
-          "collab (collaborative optimizer) or local (no averaging: a baseline).");
-ABSL_FLAG(int, target_batch, 128, "collab: sequences the group processes per optimizer step.");
-ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");
-ABSL_FLAG(std::string, codec_inter, "", "Codec across zones (empty: HMC_CODEC_INTER).");
-ABSL_FLAG(std::string, codec_intra, "", "Codec inside a zone (empty: HMC_CODEC_INTRA).");
-ABSL_FLAG(int, bucket_kb, 4096, "ddp/reducer: gradient bucket size in KiB (DDP's bucket_cap).");
-ABSL_FLAG(int, threads, 0, "Torch threads per rank (0: cores / ranks on this host).");
-ABSL_FLAG(int, seed, 1, "Seed of the initial weights and the data order.");
 
 namespace hmc::examples {
 namespace {
@@ -109,16 +95,8 @@ double HeldOutLoss(CharTransformer& model, const torch::Tensor& held_out, int co
 }
 
 int Main() {
-  absl::StatusOr<std::unique_ptr<TrainingRun>> started = TrainingRun::Start(
-      {.sync = absl::GetFlag(FLAGS_sync),
-       .target_batch = absl::GetFlag(FLAGS_target_batch),
-       .delay_updates = absl::GetFlag(FLAGS_delay_updates),
-       .codec_inter = absl::GetFlag(FLAGS_codec_inter),
-       .codec_intra = absl::GetFlag(FLAGS_codec_intra),
-       .json_path = absl::GetFlag(FLAGS_json),
-       .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
-       .threads = absl::GetFlag(FLAGS_threads),
-       .bucket_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_kb)) << 10});
+  absl::StatusOr<std::unique_ptr<TrainingRun>> started =
+      TrainingRun::Start(SettingsFromFlags("train_nlp", absl::GetFlag(FLAGS_batch)));
   if (!started.ok()) {
     std::fprintf(stderr, "train_nlp: %s\n", std::string(started.status().message()).c_str());
     return 1;
@@ -152,7 +130,7 @@ int Main() {
     std::printf(
         "train_nlp: %d rank(s), sync %s, %lld characters of fortunes (%lld held out), "
         "%lld parameters, global batch %d x %d characters\n",
-        run.world(), absl::GetFlag(FLAGS_sync).c_str(), static_cast<long long>(corpus->size(0)),
+        run.world(), run.sync().c_str(), static_cast<long long>(corpus->size(0)),
         static_cast<long long>(held_out.size(0)), static_cast<long long>(parameters), batch,
         context);
   }
@@ -183,13 +161,8 @@ int Main() {
 }  // namespace hmc::examples
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      "Trains a character-level transformer on Debian's fortunes, alone or under hmcrun.");
-  absl::ParseCommandLine(argc, argv);
-  try {
-    return hmc::examples::Main();
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "train_nlp: %s\n", e.what());
-    return 1;
-  }
+  return hmc::examples::RunExample(
+      argc, argv, "train_nlp",
+      "Trains a character-level transformer on Debian's fortunes, alone or under hmcrun.",
+      hmc::examples::Main);
 }

@@ -1,0 +1,56 @@
+#include "examples/common/training_flags.h"
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+
+ABSL_FLAG(int, epochs, 2, "Epochs to train.");
+ABSL_FLAG(int, seed, 1, "Seed of the initial weights and the data order.");
+ABSL_FLAG(std::string, sync, "ddp",
+          "ddp (average every step), reducer (the same through c10d::Reducer and the hmc hook), "
+          "collab (collaborative optimizer) or local (no averaging: a baseline).");
+ABSL_FLAG(int, target_batch, 0,
+          "collab: samples the group processes per optimizer step (0: four global batches).");
+ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");
+ABSL_FLAG(std::string, codec_inter, "", "Codec across zones (empty: HMC_CODEC_INTER).");
+ABSL_FLAG(std::string, codec_intra, "", "Codec inside a zone (empty: HMC_CODEC_INTRA).");
+ABSL_FLAG(int, bucket_kb, 4096, "ddp/reducer: gradient bucket size in KiB (DDP's bucket_cap).");
+ABSL_FLAG(int, threads, 0, "Torch threads per rank (0: cores / ranks on this machine).");
+ABSL_FLAG(std::string, json, "default",
+          "Append per-epoch metrics here (default: PROGRAM.jsonl; empty: none).");
+ABSL_FLAG(std::string, checkpoint, "", "Save after every epoch and resume from this file.");
+
+namespace hmc::examples {
+
+TrainingRun::Settings SettingsFromFlags(absl::string_view program, int64_t global_batch) {
+  const int target = absl::GetFlag(FLAGS_target_batch);
+  const std::string json = absl::GetFlag(FLAGS_json);
+  return {.sync = absl::GetFlag(FLAGS_sync),
+          .target_batch = target > 0 ? target : 4 * global_batch,
+          .delay_updates = absl::GetFlag(FLAGS_delay_updates),
+          .codec_inter = absl::GetFlag(FLAGS_codec_inter),
+          .codec_intra = absl::GetFlag(FLAGS_codec_intra),
+          .json_path = json == "default" ? absl::StrCat(program, ".jsonl") : json,
+          .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
+          .threads = absl::GetFlag(FLAGS_threads),
+          .bucket_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_kb)) << 10};
+}
+
+int RunExample(int argc, char** argv, absl::string_view program, absl::string_view usage,
+               const std::function<int()>& body) {
+  absl::SetProgramUsageMessage(usage);
+  absl::ParseCommandLine(argc, argv);
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", std::string(program).c_str(), e.what());
+    return 1;
+  }
+}
+
+}  // namespace hmc::examples

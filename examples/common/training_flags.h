@@ -1,0 +1,29 @@
+#ifndef HMC_EXAMPLES_COMMON_TRAINING_FLAGS_H_
+#define HMC_EXAMPLES_COMMON_TRAINING_FLAGS_H_
+
+#include <functional>
+
+#include "absl/flags/declare.h"
+#include "absl/strings/string_view.h"
+#include "examples/common/training_run.h"
+
+// The flags every training example has: how gradients meet (--sync, --target_batch,
+// --delay_updates, --codec_inter, --codec_intra, --bucket_kb), --threads, --json,
+// --checkpoint, --epochs and --seed.
+ABSL_DECLARE_FLAG(int, epochs);
+ABSL_DECLARE_FLAG(int, seed);
+
+namespace hmc::examples {
+
+// The run's settings from the flags. --target_batch 0 means four global batches; --json's
+// default is PROGRAM.jsonl.
+TrainingRun::Settings SettingsFromFlags(absl::string_view program, int64_t global_batch);
+
+// An example's main: parses the flags, runs `body`, and turns an exception into an error line
+// "PROGRAM: what" and exit status 1.
+int RunExample(int argc, char** argv, absl::string_view program, absl::string_view usage,
+               const std::function<int()>& body);
+
+}  // namespace hmc::examples
+
+#endif  // HMC_EXAMPLES_COMMON_TRAINING_FLAGS_H_
