@@ -27,18 +27,19 @@ ABSL_FLAG(std::string, checkpoint, "", "Save after every epoch and resume from t
 
 namespace hmc::examples {
 
-TrainingRun::Settings SettingsFromFlags(absl::string_view program, int64_t global_batch) {
+std::unique_ptr<TrainingRun> StartFromFlags(absl::string_view program, int64_t global_batch) {
   const int target = absl::GetFlag(FLAGS_target_batch);
   const std::string json = absl::GetFlag(FLAGS_json);
-  return {.sync = absl::GetFlag(FLAGS_sync),
-          .target_batch = target > 0 ? target : 4 * global_batch,
-          .delay_updates = absl::GetFlag(FLAGS_delay_updates),
-          .codec_inter = absl::GetFlag(FLAGS_codec_inter),
-          .codec_intra = absl::GetFlag(FLAGS_codec_intra),
-          .json_path = json == "default" ? absl::StrCat(program, ".jsonl") : json,
-          .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
-          .threads = absl::GetFlag(FLAGS_threads),
-          .bucket_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_kb)) << 10};
+  return ValueOrThrow(TrainingRun::Start(
+      {.sync = absl::GetFlag(FLAGS_sync),
+       .target_batch = target > 0 ? target : 4 * global_batch,
+       .delay_updates = absl::GetFlag(FLAGS_delay_updates),
+       .codec_inter = absl::GetFlag(FLAGS_codec_inter),
+       .codec_intra = absl::GetFlag(FLAGS_codec_intra),
+       .json_path = json == "default" ? absl::StrCat(program, ".jsonl") : json,
+       .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
+       .threads = absl::GetFlag(FLAGS_threads),
+       .bucket_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_kb)) << 10}));
 }
 
 int RunExample(int argc, char** argv, absl::string_view program, absl::string_view usage,

@@ -2,6 +2,7 @@
 #define HMC_EXAMPLES_COMMON_TRAINING_FLAGS_H_
 
 #include <functional>
+#include <memory>
 
 #include "absl/flags/declare.h"
 #include "absl/strings/string_view.h"
@@ -15,9 +16,9 @@ ABSL_DECLARE_FLAG(int, seed);
 
 namespace hmc::examples {
 
-// The run's settings from the flags. --target_batch 0 means four global batches; --json's
-// default is PROGRAM.jsonl.
-TrainingRun::Settings SettingsFromFlags(absl::string_view program, int64_t global_batch);
+// Starts the run with the settings from the flags (--target_batch 0: four global batches;
+// --json's default: PROGRAM.jsonl); throws std::runtime_error when it cannot.
+std::unique_ptr<TrainingRun> StartFromFlags(absl::string_view program, int64_t global_batch);
 
 // An example's main: parses the flags, runs `body`, and turns an exception into an error line
 // "PROGRAM: what" and exit status 1.

@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(const Settings& 
   return run;
 }
 
-int TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
+void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& optimizer) {
   model_ = &model;
   optimizer_ = &optimizer;
   int64_t first_epoch = 0;
@@ -72,11 +72,13 @@ int TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& optim
       std::printf("resumed from %s at epoch %lld\n", path.c_str(),
                   static_cast<long long>(first_epoch + 1));
   }
-  if (alone()) return static_cast<int>(first_epoch);
+  first_epoch_ = static_cast<int>(first_epoch);
+  if (alone()) return;
   // Rank 0's checkpoint decides (another host may lack the file); parameters follow from rank 0
   // when averaging is set up.
   Buffer epoch{&first_epoch, 1, DType::kI64};
   ddp::ThrowIfError(comm_->Broadcast(epoch, epoch, 0)->Wait());
+  first_epoch_ = static_cast<int>(first_epoch);
   ddp::AveragingOptions averaging{.codec_inter = settings_.codec_inter,
                                   .codec_intra = settings_.codec_intra};
   if (settings_.sync == "ddp") {
@@ -106,7 +108,6 @@ int TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& optim
                                   .averaging = averaging,
                                   .delay_updates = settings_.delay_updates});
   }
-  return static_cast<int>(first_epoch);
 }
 
 bool TrainingRun::Step(int64_t samples) {
@@ -122,9 +123,28 @@ bool TrainingRun::Step(int64_t samples) {
   return stepped;
 }
 
+int64_t TrainingRun::LocalBatch(int64_t global_batch) const {
+  if (global_batch % world_ != 0) {
+    throw std::runtime_error(
+        absl::StrFormat("--batch=%d does not split over %d ranks", global_batch, world_));
+  }
+  return global_batch / world_;
+}
+
+void TrainingRun::Train(int epochs, int64_t epoch_samples, int64_t local_batch,
+                        const std::function<double(int epoch, int64_t slot)>& train_batch,
+                        const std::function<Metrics()>& evaluate) {
+  for (int epoch = first_epoch_; epoch < epochs; ++epoch) {
+    const EpochStats stats = TrainEpoch(epoch, epoch_samples, local_batch, train_batch);
+    ReportEpoch(epoch, stats, evaluate());
+    SaveCheckpoint(epoch + 1);
+  }
+  if (collab_ != nullptr) collab_->Finish();
+}
+
 TrainingRun::EpochStats TrainingRun::TrainEpoch(
-    int64_t epoch_samples, int64_t local_batch,
-    const std::function<double(int64_t slot)>& train_batch) {
+    int epoch, int64_t epoch_samples, int64_t local_batch,
+    const std::function<double(int epoch, int64_t slot)>& train_batch) {
   EpochStats stats;
   const absl::Time start = absl::Now();
   auto train = [&](int64_t slot) {
@@ -133,7 +153,7 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
       reducer_->prepare_for_forward();
       reducer_->prepare_for_backward({});
     }
-    stats.loss_sum += train_batch(slot) * static_cast<double>(local_batch);
+    stats.loss_sum += train_batch(epoch, slot) * static_cast<double>(local_batch);
     stats.samples += local_batch;
     return Step(local_batch);
   };
@@ -151,10 +171,6 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
   return stats;
 }
 
-void TrainingRun::Finish() {
-  if (collab_ != nullptr) collab_->Finish();
-}
-
 ddp::Traffic TrainingRun::traffic() const {
   if (ddp_ != nullptr) return ddp_->traffic();
   if (hook_ != nullptr) return hook_->traffic();
@@ -169,8 +185,7 @@ std::vector<double> TrainingRun::SumOverRanks(std::vector<double> values) {
   return values;
 }
 
-void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats,
-                              const std::vector<std::pair<std::string, double>>& fields) {
+void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics& fields) {
   const ddp::Traffic now = traffic();
   const ddp::Traffic delta = now - reported_;
   reported_ = now;

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,8 @@ class Reducer;
 namespace hmc::examples {
 
 // What the two training examples share: joining the group when started by hmcrun (alone
-// otherwise), averaging gradients, per-epoch reports with traffic and egress, and checkpoints.
+// otherwise), averaging gradients, the epoch loop with reports of traffic and egress, and
+// checkpoints.
 class TrainingRun {
  public:
   struct Settings {
@@ -52,37 +54,41 @@ class TrainingRun {
   const std::string& sync() const { return settings_.sync; }
 
   // Makes every replica start equal and sets up averaging; call once with the model built.
-  // Resumes from the checkpoint when there is one: returns the first epoch to run.
-  int Attach(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+  // Resumes from the checkpoint when there is one.
+  void Attach(torch::nn::Module& model, torch::optim::Optimizer& optimizer);
+  using Metrics = std::vector<std::pair<std::string, double>>;
+  // The training loop, from the epoch Attach resumes at up to `epochs` (exclusive). Each epoch
+  // trains on `epoch_samples` (over the group) in local batches of `local_batch`:
+  // `train_batch(epoch, slot)` runs forward and backward on local batch number `slot` of an
+  // endless stream shared by the ranks (rank r takes slots r, r + world, r + 2·world, ...) and
+  // returns its mean loss; gradients are zeroed before and averaged and stepped after. With
+  // ddp/reducer that is one step per global batch (local_batch · world samples), so the run
+  // equals one process with that batch; with collab the epoch is epoch_samples / target_batch
+  // group steps, each rank processing batches at its own speed. Then `evaluate()` (collective)
+  // measures the model, the epoch is reported (rank 0's stdout and the JSON lines: the group's
+  // samples/s, mean loss, bytes inside and across zones and their egress cost, and the metrics)
+  // and checkpointed. At the end a delayed update still in flight is applied.
+  void Train(int epochs, int64_t epoch_samples, int64_t local_batch,
+             const std::function<double(int epoch, int64_t slot)>& train_batch,
+             const std::function<Metrics()>& evaluate);
+  // This rank's share of a global batch; throws when it does not split evenly.
+  int64_t LocalBatch(int64_t global_batch) const;
+  // Sum over ranks of `values` (exact, f64); a copy when alone.
+  std::vector<double> SumOverRanks(std::vector<double> values);
+
+ private:
   struct EpochStats {
     double loss_sum = 0;  // This rank's: sample-weighted.
     int64_t samples = 0;  // This rank's.
     double seconds = 0;
   };
-  // Trains one epoch of `epoch_samples` (over the group) in local batches of `local_batch`.
-  // `train_batch(slot)` runs forward and backward on local batch number `slot` of an endless
-  // stream shared by the ranks (rank r takes slots r, r + world, r + 2·world, ...) and returns
-  // its mean loss; the optimizer is zeroed before and stepped after, with gradients averaged.
-  // ddp: one step per global batch (local_batch · world samples), so the run equals one
-  // process with that batch. collab: the epoch is epoch_samples / target_batch group steps;
-  // each rank processes batches at its own speed until the group has taken them.
-  EpochStats TrainEpoch(int64_t epoch_samples, int64_t local_batch,
-                        const std::function<double(int64_t slot)>& train_batch);
-  // End of training: applies a delayed update still in flight.
-  void Finish();
 
-  // Sum over ranks of `values` (exact, f64); a copy when alone.
-  std::vector<double> SumOverRanks(std::vector<double> values);
-  // Prints the epoch's line (rank 0) and appends it to the JSON file: the group's samples/s,
-  // mean training loss, bytes sent inside and across zones and their egress cost since the last
-  // report, and `fields` (e.g. {"test_accuracy", 0.9}). Collective: every rank calls it.
-  void ReportEpoch(int epoch, const EpochStats& stats,
-                   const std::vector<std::pair<std::string, double>>& fields);
+  TrainingRun(Settings settings, std::shared_ptr<Communicator> comm);
+  EpochStats TrainEpoch(int epoch, int64_t epoch_samples, int64_t local_batch,
+                        const std::function<double(int epoch, int64_t slot)>& train_batch);
+  void ReportEpoch(int epoch, const EpochStats& stats, const Metrics& fields);
   // Rank 0 saves the model, optimizer and next epoch (atomically: a temporary, then rename).
   void SaveCheckpoint(int next_epoch);
-
- private:
-  TrainingRun(Settings settings, std::shared_ptr<Communicator> comm);
   // After backward on a local batch of `samples`: averages and steps (ddp), or folds the batch
   // into the group's round and steps with it (collab). True when the optimizer stepped.
   bool Step(int64_t samples);
@@ -99,10 +105,18 @@ class TrainingRun {
   std::shared_ptr<c10d::Reducer> reducer_;
   ddp::AveragingCommHook* hook_ = nullptr;  // Owned by reducer_.
   std::unique_ptr<ddp::CollaborativeOptimizer> collab_;
+  int first_epoch_ = 0;  // Where Attach resumed.
   ddp::Traffic reported_;
   int64_t steps_ = 0;
   int64_t reported_steps_ = 0;
 };
+
+// The value, or a std::runtime_error with the status's message.
+template <typename T>
+T ValueOrThrow(absl::StatusOr<T> value) {
+  if (!value.ok()) throw std::runtime_error(std::string(value.status().message()));
+  return *std::move(value);
+}
 
 }  // namespace hmc::examples
 

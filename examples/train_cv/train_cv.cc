@@ -105,32 +105,16 @@ std::pair<double, double> Evaluate(ResNet& model, const ImageSet& test, Training
 }
 
 int Main() {
-  absl::StatusOr<std::unique_ptr<TrainingRun>> started =
-      TrainingRun::Start(SettingsFromFlags("train_cv", absl::GetFlag(FLAGS_batch)));
-  if (!started.ok()) {
-    std::fprintf(stderr, "train_cv: %s\n", std::string(started.status().message()).c_str());
-    return 1;
-  }
-  TrainingRun& run = **started;
-  absl::StatusOr<ImageSet> train = LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), true);
-  absl::StatusOr<ImageSet> test = LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), false);
-  for (const auto* set : {&train, &test}) {
-    if (!set->ok()) {
-      std::fprintf(stderr, "train_cv: %s\n", std::string(set->status().message()).c_str());
-      return 1;
-    }
-  }
+  std::unique_ptr<TrainingRun> run = StartFromFlags("train_cv", absl::GetFlag(FLAGS_batch));
+  ImageSet train = ValueOrThrow(LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), true));
+  ImageSet test = ValueOrThrow(LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), false));
   if (const int limit = absl::GetFlag(FLAGS_max_test_samples); limit > 0) {
-    test->images = test->images.narrow(0, 0, std::min<int64_t>(limit, test->images.size(0)));
-    test->labels = test->labels.narrow(0, 0, test->images.size(0));
+    test.images = test.images.narrow(0, 0, std::min<int64_t>(limit, test.images.size(0)));
+    test.labels = test.labels.narrow(0, 0, test.images.size(0));
   }
   const int batch = absl::GetFlag(FLAGS_batch);
-  if (batch % run.world() != 0) {
-    std::fprintf(stderr, "train_cv: --batch=%d does not split over %d ranks\n", batch, run.world());
-    return 1;
-  }
-  const int local_batch = batch / run.world();
-  int64_t epoch_samples = train->images.size(0);
+  const int64_t local_batch = run->LocalBatch(batch);
+  int64_t epoch_samples = train.images.size(0);
   if (const int limit = absl::GetFlag(FLAGS_max_train_samples); limit > 0) {
     epoch_samples = std::min<int64_t>(epoch_samples, limit);
   }
@@ -145,37 +129,39 @@ int Main() {
     optimizer = std::make_unique<torch::optim::Adam>(
         model->parameters(), torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
   } else {
-    std::fprintf(stderr, "train_cv: --optimizer=%s: adam or sgd\n",
-                 absl::GetFlag(FLAGS_optimizer).c_str());
-    return 1;
+    throw std::runtime_error("--optimizer=" + absl::GetFlag(FLAGS_optimizer) + ": adam or sgd");
   }
-  const int first_epoch = run.Attach(*model, *optimizer);
-  if (run.rank() == 0) {
+  run->Attach(*model, *optimizer);
+  if (run->rank() == 0) {
     std::printf(
         "train_cv: %d rank(s), sync %s, global batch %d, %lld training images per "
         "epoch, %d torch thread(s) per rank\n",
-        run.world(), run.sync().c_str(), batch, static_cast<long long>(epoch_samples),
+        run->world(), run->sync().c_str(), batch, static_cast<long long>(epoch_samples),
         torch::get_num_threads());
   }
-  for (int epoch = first_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
-    // The same permutation on every rank; local batch `slot` is its slot-th slice.
-    torch::manual_seed(absl::GetFlag(FLAGS_seed) * 1000 + epoch);
-    const torch::Tensor order = torch::randperm(train->images.size(0), torch::kLong);
-    const int64_t slots = epoch_samples / local_batch;
-    const TrainingRun::EpochStats stats =
-        run.TrainEpoch(epoch_samples, local_batch, [&](int64_t slot) {
-          const torch::Tensor index = order.narrow(0, (slot % slots) * local_batch, local_batch);
-          torch::Tensor loss = torch::nn::functional::cross_entropy(
-              model->forward(train->images.index_select(0, index)),
-              train->labels.index_select(0, index));
-          loss.backward();
-          return loss.item<double>();
-        });
-    const auto [accuracy, test_loss] = Evaluate(model, *test, run);
-    run.ReportEpoch(epoch, stats, {{"test_loss", test_loss}, {"test_accuracy", accuracy}});
-    run.SaveCheckpoint(epoch + 1);
-  }
-  run.Finish();
+  // Every epoch, the same permutation on every rank; local batch `slot` is its slot-th slice.
+  int order_epoch = -1;
+  torch::Tensor order;
+  const int64_t slots = epoch_samples / local_batch;
+  run->Train(
+      absl::GetFlag(FLAGS_epochs), epoch_samples, local_batch,
+      [&](int epoch, int64_t slot) {
+        if (epoch != order_epoch) {
+          torch::manual_seed(absl::GetFlag(FLAGS_seed) * 1000 + epoch);
+          order = torch::randperm(train.images.size(0), torch::kLong);
+          order_epoch = epoch;
+        }
+        const torch::Tensor index = order.narrow(0, (slot % slots) * local_batch, local_batch);
+        torch::Tensor loss = torch::nn::functional::cross_entropy(
+            model->forward(train.images.index_select(0, index)),
+            train.labels.index_select(0, index));
+        loss.backward();
+        return loss.item<double>();
+      },
+      [&]() -> TrainingRun::Metrics {
+        const auto [accuracy, test_loss] = Evaluate(model, test, *run);
+        return {{"test_loss", test_loss}, {"test_accuracy", accuracy}};
+      });
   return 0;
 }
 

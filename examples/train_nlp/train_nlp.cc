@@ -95,65 +95,48 @@ double HeldOutLoss(CharTransformer& model, const torch::Tensor& held_out, int co
 }
 
 int Main() {
-  absl::StatusOr<std::unique_ptr<TrainingRun>> started =
-      TrainingRun::Start(SettingsFromFlags("train_nlp", absl::GetFlag(FLAGS_batch)));
-  if (!started.ok()) {
-    std::fprintf(stderr, "train_nlp: %s\n", std::string(started.status().message()).c_str());
-    return 1;
-  }
-  TrainingRun& run = **started;
-  absl::StatusOr<at::Tensor> corpus = LoadFortunes(absl::GetFlag(FLAGS_corpus_dir));
-  if (!corpus.ok()) {
-    std::fprintf(stderr, "train_nlp: %s\n", std::string(corpus.status().message()).c_str());
-    return 1;
-  }
+  std::unique_ptr<TrainingRun> run = StartFromFlags("train_nlp", absl::GetFlag(FLAGS_batch));
+  const at::Tensor corpus = ValueOrThrow(LoadFortunes(absl::GetFlag(FLAGS_corpus_dir)));
   // The last 5% is held out for perplexity.
-  const int64_t split = corpus->size(0) * 95 / 100;
-  const torch::Tensor train = corpus->narrow(0, 0, split);
-  const torch::Tensor held_out = corpus->narrow(0, split, corpus->size(0) - split);
+  const int64_t split = corpus.size(0) * 95 / 100;
+  const torch::Tensor train = corpus.narrow(0, 0, split);
+  const torch::Tensor held_out = corpus.narrow(0, split, corpus.size(0) - split);
   const int context = absl::GetFlag(FLAGS_context);
   const int batch = absl::GetFlag(FLAGS_batch);
-  if (batch % run.world() != 0) {
-    std::fprintf(stderr, "train_nlp: --batch=%d does not split over %d ranks\n", batch,
-                 run.world());
-    return 1;
-  }
-  const int local_batch = batch / run.world();
+  const int64_t local_batch = run->LocalBatch(batch);
 
   torch::manual_seed(absl::GetFlag(FLAGS_seed));
   CharTransformer model(context);
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(absl::GetFlag(FLAGS_lr)));
-  const int first_epoch = run.Attach(*model, adam);
-  if (run.rank() == 0) {
+  run->Attach(*model, adam);
+  if (run->rank() == 0) {
     int64_t parameters = 0;
     for (const auto& p : model->parameters()) parameters += p.numel();
     std::printf(
         "train_nlp: %d rank(s), sync %s, %lld characters of fortunes (%lld held out), "
         "%lld parameters, global batch %d x %d characters\n",
-        run.world(), run.sync().c_str(), static_cast<long long>(corpus->size(0)),
+        run->world(), run->sync().c_str(), static_cast<long long>(corpus.size(0)),
         static_cast<long long>(held_out.size(0)), static_cast<long long>(parameters), batch,
         context);
   }
-  const int64_t epoch_samples = static_cast<int64_t>(absl::GetFlag(FLAGS_steps_per_epoch)) * batch;
-  for (int epoch = first_epoch; epoch < absl::GetFlag(FLAGS_epochs); ++epoch) {
-    const TrainingRun::EpochStats stats =
-        run.TrainEpoch(epoch_samples, local_batch, [&](int64_t slot) {
-          // Local batch `slot` of the epoch: the same windows whichever rank draws it.
-          torch::manual_seed(absl::GetFlag(FLAGS_seed) * 7919 + epoch * 1000003 + slot);
-          torch::Tensor starts = torch::randint(split - context - 1, {local_batch}, torch::kLong);
-          torch::Tensor loss = NextCharacterLoss(model, Windows(train, starts, context));
-          loss.backward();
-          return loss.item<double>();
-        });
-    const double held_out_loss =
-        HeldOutLoss(model, held_out, context, absl::GetFlag(FLAGS_eval_windows), run);
-    run.ReportEpoch(epoch, stats,
-                    {{"test_loss", held_out_loss},
-                     {"perplexity", std::exp(held_out_loss)},
-                     {"bits_per_char", held_out_loss / std::log(2.0)}});
-    run.SaveCheckpoint(epoch + 1);
-  }
-  run.Finish();
+  run->Train(
+      absl::GetFlag(FLAGS_epochs),
+      static_cast<int64_t>(absl::GetFlag(FLAGS_steps_per_epoch)) * batch, local_batch,
+      [&](int epoch, int64_t slot) {
+        // Local batch `slot` of the epoch: the same windows whichever rank draws it.
+        torch::manual_seed(absl::GetFlag(FLAGS_seed) * 7919 + epoch * 1000003 + slot);
+        torch::Tensor starts = torch::randint(split - context - 1, {local_batch}, torch::kLong);
+        torch::Tensor loss = NextCharacterLoss(model, Windows(train, starts, context));
+        loss.backward();
+        return loss.item<double>();
+      },
+      [&]() -> TrainingRun::Metrics {
+        const double held_out_loss =
+            HeldOutLoss(model, held_out, context, absl::GetFlag(FLAGS_eval_windows), *run);
+        return {{"test_loss", held_out_loss},
+                {"perplexity", std::exp(held_out_loss)},
+                {"bits_per_char", held_out_loss / std::log(2.0)}};
+      });
   return 0;
 }
 
