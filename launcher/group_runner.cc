@@ -117,6 +117,13 @@ absl::Status StartRank(Running& r) {
                         absl::StrCat("cannot start ", r.spec.name, ": ", p.status().message()));
   }
   r.process.emplace(std::move(*p));
+  if (!r.spec.command.stdin_text.empty()) {
+    // A pipe holds 64 KiB: one short line never blocks.
+    const std::string& text = r.spec.command.stdin_text;
+    if (write(r.stdin_write.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+      return absl::InternalError(absl::StrCat("cannot write to ", r.spec.name, "'s stdin"));
+    }
+  }
   return absl::OkStatus();
 }
 

@@ -2,6 +2,7 @@
 
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -40,11 +41,14 @@ std::string ShellQuote(absl::string_view text) {
 
 namespace {
 
+constexpr char kTokenVariable[] = "HMC_TOKEN";
+
 std::string RemoteScript(const std::vector<std::string>& program,
                          const std::vector<std::string>& env, const RemoteSettings& remote) {
   std::vector<std::string> exports;
   for (const std::string& entry : env) {
     const size_t eq = entry.find('=');
+    if (entry.substr(0, eq) == kTokenVariable) continue;  // Comes on stdin.
     exports.push_back(entry.substr(0, eq + 1) + ShellQuote(entry.substr(eq + 1)));
   }
   std::vector<std::string> words;
@@ -57,8 +61,8 @@ std::string RemoteScript(const std::vector<std::string>& program,
           ? ""
           : absl::StrCat("cd ", ShellQuote(remote.working_dir), " 2>/dev/null; "),
       exports.empty() ? "" : absl::StrCat("export ", absl::StrJoin(exports, " "), "; "),
-      "exec 3<&0; ", absl::StrJoin(words, " "), " 3<&- </dev/null & child=$!; ",
-      "trap 'kill -TERM $child 2>/dev/null' TERM INT HUP; ",
+      "exec 3<&0; IFS= read -r HMC_TOKEN <&3; export HMC_TOKEN; ", absl::StrJoin(words, " "),
+      " 3<&- </dev/null & child=$!; ", "trap 'kill -TERM $child 2>/dev/null' TERM INT HUP; ",
       "(read -r _ <&3; kill -TERM $child 2>/dev/null) >/dev/null 2>&1 & watcher=$!; ",
       "exec 3<&-; status=0; while kill -0 $child 2>/dev/null; do wait $child; status=$?; done; ",
       "kill $watcher 2>/dev/null; exit $status");
@@ -94,6 +98,11 @@ RankCommand BuildRankCommand(const InventoryHost& host, const std::vector<std::s
       command.argv.push_back(host.address);
       command.argv.push_back(RemoteScript(program, env, remote));
       command.stdin_pipe = true;
+      for (const std::string& entry : env) {
+        if (absl::StartsWith(entry, absl::StrCat(kTokenVariable, "="))) {
+          command.stdin_text = entry.substr(sizeof(kTokenVariable)) + "\n";
+        }
+      }
       break;
     }
   }

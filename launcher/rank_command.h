@@ -28,6 +28,7 @@ struct RankCommand {
   std::vector<std::string> argv;
   std::vector<std::string> env;  // Set in the spawned process ("NAME=value").
   bool stdin_pipe = false;
+  std::string stdin_text;  // Written to the pipe first (ssh: the token, kept off command lines).
 };
 
 struct RemoteSettings {
@@ -39,9 +40,11 @@ struct RemoteSettings {
 // - local: the program itself;
 // - netns: `ip netns exec NAME program…` (needs root);
 // - ssh: `ssh -o BatchMode=yes [-p port] [-l user] [-i ansible_ssh_private_key_file]
-//   [ansible_ssh_common_args] address SCRIPT`, where SCRIPT exports `env`, starts the program in
-//   the background and kills it when the ssh session's stdin closes, so stopping the local ssh
-//   client stops the remote rank (without a terminal sshd sends it no hangup).
+//   [ansible_ssh_common_args] address SCRIPT`, where SCRIPT reads HMC_TOKEN from its stdin (a
+//   token on a command line would show in `ps` on both machines), exports the rest of `env`,
+//   starts the program in the background and kills it when the session's stdin closes, so
+//   stopping the local ssh client stops the remote rank (without a terminal sshd sends it no
+//   hangup).
 RankCommand BuildRankCommand(const InventoryHost& host, const std::vector<std::string>& program,
                              const std::vector<std::string>& env, const RemoteSettings& remote);
 

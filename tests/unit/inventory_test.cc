@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "absl/strings/match.h"
 #include "launcher/rank_command.h"
 
 namespace hmc {
@@ -154,7 +155,7 @@ TEST(RankCommand, EachConnectionBuildsItsCommand) {
       "s ansible_host=10.9.9.9 ansible_user=me ansible_port=2200 "
       "ansible_ssh_private_key_file=/k ansible_ssh_common_args=\"-o A=b\"\n");
   const std::vector<std::string> program = {"/bin/prog", "it's"};
-  const std::vector<std::string> env = {"HMC_RANK=1", "X=a b"};
+  const std::vector<std::string> env = {"HMC_RANK=1", "HMC_TOKEN=s3cret", "X=a b"};
   RankCommand local = BuildRankCommand(inv.hosts[0], program, env, {});
   EXPECT_EQ(local.argv, program);
   EXPECT_EQ(local.env, env);
@@ -166,8 +167,12 @@ TEST(RankCommand, EachConnectionBuildsItsCommand) {
               ElementsAre("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-p", "2200",
                           "-l", "me", "-i", "/k", "-o", "A=b", "10.9.9.9",
                           ::testing::StartsWith("cd '/w' 2>/dev/null; export HMC_RANK='1' "
-                                                "X='a b'; exec 3<&0; '/bin/prog' 'it'\\''s'")));
+                                                "X='a b'; exec 3<&0; IFS= read -r HMC_TOKEN <&3; "
+                                                "export HMC_TOKEN; '/bin/prog' 'it'\\''s'")));
   EXPECT_TRUE(ssh.stdin_pipe);
+  // The token travels on stdin, never on a command line.
+  EXPECT_EQ(ssh.stdin_text, "s3cret\n");
+  for (const std::string& arg : ssh.argv) EXPECT_FALSE(absl::StrContains(arg, "s3cret")) << arg;
   RankCommand moved = BuildRankCommand(inv.hosts[2], program, env, {.remote_path = "/opt/p"});
   EXPECT_THAT(moved.argv.back(), HasSubstr("'/opt/p' 'it'\\''s'"));
 }
