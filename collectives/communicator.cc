@@ -470,15 +470,24 @@ std::shared_ptr<Work> Communicator::Barrier(const CallOptions& call) {
                 [](CollectiveContext&) { return absl::OkStatus(); });
 }
 
-absl::Status Communicator::PutKey(const std::string& key, const std::string& value) {
-  if (coordinator_ == nullptr) return absl::FailedPreconditionError("no coordinator");
-  return coordinator_->Put(absl::StrCat("hmc/user/", options_.world_id, "/", key), value,
-                           absl::Now() + options_.connect_timeout);
+std::string Communicator::UserKey(const std::string& key) const {
+  return absl::StrCat("hmc/user/", options_.world_id, "/", key);
 }
 
-absl::StatusOr<std::string> Communicator::GetKey(const std::string& key, absl::Time deadline) {
+absl::Status Communicator::PutKey(const std::string& key, const std::string& value) {
   if (coordinator_ == nullptr) return absl::FailedPreconditionError("no coordinator");
-  return coordinator_->Get(absl::StrCat("hmc/user/", options_.world_id, "/", key), deadline);
+  return coordinator_->Put(UserKey(key), value, absl::Now() + options_.connect_timeout);
+}
+
+std::vector<absl::StatusOr<std::string>> Communicator::GetKeys(const std::vector<std::string>& keys,
+                                                               absl::Time deadline) {
+  if (coordinator_ == nullptr) {
+    return std::vector<absl::StatusOr<std::string>>(
+        keys.size(), absl::FailedPreconditionError("no coordinator"));
+  }
+  std::vector<std::string> scoped;
+  for (const std::string& key : keys) scoped.push_back(UserKey(key));
+  return coordinator_->GetMany(scoped, deadline);
 }
 
 }  // namespace hmc

@@ -97,10 +97,12 @@ class Communicator {
   absl::Status ProbeLinks();
   // The coordinator's key-value store, for what ranks share outside collectives (a collaborative
   // optimizer's progress). Keys are scoped to this world ("hmc/user/WORLD/key"); a put replaces
-  // the value; a get waits until the key exists or the deadline. FailedPrecondition without a
-  // coordinator. Thread-safe, and independent of collectives in flight.
+  // the value; GetKeys reads many keys in one round trip, each waiting until it exists or the
+  // deadline. FailedPrecondition without a coordinator. Thread-safe, and independent of
+  // collectives in flight.
   absl::Status PutKey(const std::string& key, const std::string& value);
-  absl::StatusOr<std::string> GetKey(const std::string& key, absl::Time deadline);
+  std::vector<absl::StatusOr<std::string>> GetKeys(const std::vector<std::string>& keys,
+                                                   absl::Time deadline);
   // The plan the tuner makes for an all-reduce of `in` with these call options.
   absl::StatusOr<AllReducePlan> PlanAllReduce(const Buffer& in, const CallOptions& call = {}) const;
 
@@ -122,6 +124,8 @@ class Communicator {
                             size_t out_count) const;
   void Abort(const absl::Status& why);
   std::shared_ptr<Work> PointToPoint(const Buffer& buffer, int peer, bool send);
+  // A user key scoped to this world in the coordinator's store.
+  std::string UserKey(const std::string& key) const;
   // Each rank's zone as a small integer, in order of first appearance.
   std::vector<int> ZoneIndexes() const;
   // Measures the ring's links and sets every channel's active streams (stream_probe.cc).

@@ -202,11 +202,14 @@ absl::Status Communicator::ProbeLinks() {
         !s.ok()) {
       return s;
     }
-    // Every row, this rank's too, is read back from its text, so all ranks hold the same bits.
+    // Every row, this rank's too, is read back from its text, so all ranks hold the same bits;
+    // all in one round trip to the coordinator.
+    std::vector<std::string> keys;
+    for (int r = 0; r < n; ++r) keys.push_back(absl::StrCat(prefix, r));
+    std::vector<absl::StatusOr<std::string>> rows = coordinator_->GetMany(keys, deadline);
     for (int r = 0; r < n; ++r) {
-      absl::StatusOr<std::string> row = coordinator_->Get(absl::StrCat(prefix, r), deadline);
-      if (!row.ok()) return row.status();
-      if (absl::Status s = matrix.ParseRow(r, *row); !s.ok()) return s;
+      if (!rows[r].ok()) return rows[r].status();
+      if (absl::Status s = matrix.ParseRow(r, *rows[r]); !s.ok()) return s;
     }
   } else {
     std::vector<double> mine(2 * n), all(2 * n * n);

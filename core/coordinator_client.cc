@@ -242,9 +242,9 @@ void CoordinatorClient::SetMembershipCallback(MembershipCallback callback) {
   callback_ = std::move(callback);
 }
 
-absl::StatusOr<std::string> CoordinatorClient::Request(FrameType type, const std::string& key,
-                                                       const std::string& value,
-                                                       absl::Time deadline) {
+absl::StatusOr<uint64_t> CoordinatorClient::SendRequest(FrameType type, const std::string& key,
+                                                        const std::string& value,
+                                                        absl::Time deadline) {
   KvMessage m{.key = key, .value = value};
   m.wait_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
   {
@@ -253,23 +253,38 @@ absl::StatusOr<std::string> CoordinatorClient::Request(FrameType type, const std
     m.request = next_request_++;
     answers_[m.request] = std::nullopt;
   }
-  absl::Status written = Write(type, m.Serialize(), deadline);
+  if (absl::Status written = Write(type, m.Serialize(), deadline); !written.ok()) {
+    MutexLock lock(&mu_);
+    answers_.erase(m.request);
+    return written;
+  }
+  return m.request;
+}
+
+absl::StatusOr<std::string> CoordinatorClient::AwaitAnswer(uint64_t request, const std::string& key,
+                                                           absl::Time deadline) {
   MutexLock lock(&mu_);
   auto answered = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return answers_[m.request].has_value() || !broken_.ok();
+    return answers_[request].has_value() || !broken_.ok();
   };
   // The server answers a Get at its deadline; allow a second for the answer to arrive.
-  const bool done = written.ok() &&
-                    mu_.AwaitWithDeadline(absl::Condition(&answered), deadline + absl::Seconds(1));
-  std::optional<std::pair<bool, std::string>> answer = answers_[m.request];
-  answers_.erase(m.request);
-  if (!written.ok()) return written;
+  const bool done = mu_.AwaitWithDeadline(absl::Condition(&answered), deadline + absl::Seconds(1));
+  std::optional<std::pair<bool, std::string>> answer = answers_[request];
+  answers_.erase(request);
   if (!broken_.ok()) return broken_;
   if (!done || !answer.has_value() || !answer->first) {
     return absl::DeadlineExceededError(absl::StrFormat(
         "key '%s' not available from coordinator %s before the deadline", key, coordinator_));
   }
   return answer->second;
+}
+
+absl::StatusOr<std::string> CoordinatorClient::Request(FrameType type, const std::string& key,
+                                                       const std::string& value,
+                                                       absl::Time deadline) {
+  absl::StatusOr<uint64_t> request = SendRequest(type, key, value, deadline);
+  if (!request.ok()) return request.status();
+  return AwaitAnswer(*request, key, deadline);
 }
 
 absl::Status CoordinatorClient::Put(const std::string& key, const std::string& value,
@@ -279,6 +294,20 @@ absl::Status CoordinatorClient::Put(const std::string& key, const std::string& v
 
 absl::StatusOr<std::string> CoordinatorClient::Get(const std::string& key, absl::Time deadline) {
   return Request(FrameType::kKvGet, key, "", deadline);
+}
+
+std::vector<absl::StatusOr<std::string>> CoordinatorClient::GetMany(
+    const std::vector<std::string>& keys, absl::Time deadline) {
+  std::vector<absl::StatusOr<uint64_t>> requests;
+  for (const std::string& key : keys) {
+    requests.push_back(SendRequest(FrameType::kKvGet, key, "", deadline));
+  }
+  std::vector<absl::StatusOr<std::string>> values;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    values.push_back(requests[i].ok() ? AwaitAnswer(*requests[i], keys[i], deadline)
+                                      : absl::StatusOr<std::string>(requests[i].status()));
+  }
+  return values;
 }
 
 }  // namespace hmc

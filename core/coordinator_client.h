@@ -45,6 +45,9 @@ class CoordinatorClient {
   absl::Status Put(const std::string& key, const std::string& value, absl::Time deadline);
   // Waits until the key exists or the deadline passes.
   absl::StatusOr<std::string> Get(const std::string& key, absl::Time deadline);
+  // Get for many keys in one round trip: every request is sent before any answer is awaited.
+  std::vector<absl::StatusOr<std::string>> GetMany(const std::vector<std::string>& keys,
+                                                   absl::Time deadline);
 
   // Tells the coordinator this rank is done, so its disconnection is not a failure.
   void Leave();
@@ -55,6 +58,11 @@ class CoordinatorClient {
   absl::Status Write(FrameType type, const std::vector<uint8_t>& payload, absl::Time deadline);
   absl::StatusOr<std::string> Request(FrameType type, const std::string& key,
                                       const std::string& value, absl::Time deadline);
+  // The two halves of Request: register and write; wait for the answer.
+  absl::StatusOr<uint64_t> SendRequest(FrameType type, const std::string& key,
+                                       const std::string& value, absl::Time deadline);
+  absl::StatusOr<std::string> AwaitAnswer(uint64_t request, const std::string& key,
+                                          absl::Time deadline);
   void Shutdown(const absl::Status& why);
 
   const Options options_;

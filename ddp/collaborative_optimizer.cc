@@ -62,11 +62,14 @@ void CollaborativeOptimizer::TrackProgress() {
       published_round = round;
       published = mine;
     }
-    int64_t others = 0;
+    // Every peer's count in one round trip to the coordinator.
+    std::vector<std::string> keys;
     for (int r = 0; r < comm_->size(); ++r) {
-      if (r == comm_->rank()) continue;
-      absl::StatusOr<std::string> value =
-          comm_->GetKey(ProgressKey(round, r), absl::Now() + options_.progress_interval);
+      if (r != comm_->rank()) keys.push_back(ProgressKey(round, r));
+    }
+    int64_t others = 0;
+    for (const absl::StatusOr<std::string>& value :
+         comm_->GetKeys(keys, absl::Now() + options_.progress_interval)) {
       int64_t count;
       if (value.ok() && absl::SimpleAtoi(*value, &count)) others += count;
     }

@@ -90,8 +90,9 @@ def main():
                            stdout=subprocess.DEVNULL)
     where = "loopback" if args.where == "loopback" else f"four continents x{args.scale}"
     print(f"| where | peers | sync | samples/s (median of {args.rounds}) | min-max | "
-          "vs local, same peers | vs 1 peer | test acc. | MB across zones/epoch |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "vs local, same peers | vs 1 peer | steps | samples/step | test acc. | "
+          "MB across zones/epoch |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     one_peer = statistics.median(rates[(1, "local")]) if (1, "local") in rates else (
         statistics.median(rates[(1, "ddp")]) if (1, "ddp") in rates else None)
     for peers_n, sync in configs:
@@ -102,7 +103,8 @@ def main():
         line = extra[(peers_n, sync)]
         print(f"| {where} | {peers_n} | {sync} | {median:.0f} | "
               f"{min(rates[(peers_n, sync)]):.0f}-{max(rates[(peers_n, sync)]):.0f} | {vs_local} | "
-              f"{vs_one} | {line['test_accuracy']:.3f} | "
+              f"{vs_one} | {line['steps']} | {line['samples'] / line['steps']:.0f} | "
+              f"{line['test_accuracy']:.3f} | "
               f"{line['bytes_across_zones'] / 1e6:.1f} |")
 
 

@@ -134,6 +134,15 @@ TEST_F(CoordinatorTest, KeyValueStoreWaitsForKeys) {
   EXPECT_EQ(*value, "value-1");
   auto missing = (*b)->Get("never", absl::Now() + absl::Milliseconds(300));
   EXPECT_TRUE(absl::IsDeadlineExceeded(missing.status())) << missing.status();
+  // Many keys in one round trip: each answered in its own slot, a missing one at the deadline.
+  ASSERT_TRUE((*a)->Put("second", "value-2", absl::Now() + absl::Seconds(5)).ok());
+  std::vector<absl::StatusOr<std::string>> many =
+      (*b)->GetMany({"second", "never", "bootstrap"}, absl::Now() + absl::Milliseconds(300));
+  ASSERT_EQ(many.size(), 3u);
+  ASSERT_TRUE(many[0].ok() && many[2].ok());
+  EXPECT_EQ(*many[0], "value-2");
+  EXPECT_EQ(*many[2], "value-1");
+  EXPECT_TRUE(absl::IsDeadlineExceeded(many[1].status())) << many[1].status();
 }
 
 TEST_F(CoordinatorTest, SilentRankIsDeclaredFailedInANewEpoch) {
