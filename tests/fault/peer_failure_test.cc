@@ -3,7 +3,6 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/coordinator.h"
