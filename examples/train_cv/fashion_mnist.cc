@@ -24,10 +24,11 @@ absl::StatusOr<std::vector<uint8_t>> ReadGzip(const std::string& path) {
   int n;
   while ((n = gzread(file, chunk, sizeof(chunk))) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
   int error = Z_OK;
-  const char* message = gzerror(file, &error);
+  const std::string message = gzerror(file, &error);  // Copied: gzclose frees it.
   gzclose(file);
   if (n < 0 || (error != Z_OK && error != Z_STREAM_END)) {
-    return absl::DataLossError(absl::StrCat(path, ": ", message));
+    // zlib's message already starts with the path.
+    return absl::DataLossError(message.empty() ? absl::StrCat(path, ": read error") : message);
   }
   return bytes;
 }
@@ -41,13 +42,14 @@ absl::StatusOr<std::vector<int64_t>> ParseIdx(const std::vector<uint8_t>& bytes,
                                               const std::string& path, int dimensions,
                                               size_t* payload_offset) {
   const size_t header = 4 + 4 * static_cast<size_t>(dimensions);
-  if (bytes.size() < header) return absl::DataLossError(absl::StrCat(path, ": truncated header"));
+  if (bytes.size() < 4) return absl::DataLossError(absl::StrCat(path, ": truncated header"));
   const uint32_t magic = BigEndian32(bytes.data());
   if (magic != (0x800u | static_cast<uint32_t>(dimensions))) {
     return absl::DataLossError(absl::StrFormat(
         "%s: magic 0x%08x, expected 0x%08x (IDX of unsigned bytes with %d dimensions)", path, magic,
         0x800u | dimensions, dimensions));
   }
+  if (bytes.size() < header) return absl::DataLossError(absl::StrCat(path, ": truncated header"));
   std::vector<int64_t> shape;
   size_t total = 1;
   for (int d = 0; d < dimensions; ++d) {

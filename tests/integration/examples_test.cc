@@ -36,6 +36,8 @@ std::vector<std::string> Lines(const std::string& path) {
   return absl::StrSplit(ReadFile(path), '\n', absl::SkipEmpty());
 }
 
+constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
+
 const std::vector<std::string> kSmallCv = {"--max_train_samples=2560", "--max_test_samples=1000",
                                            "--threads=1"};
 
@@ -102,6 +104,28 @@ TEST(TrainCv, MissingDataIsAClearError) {
   EXPECT_EQ(run.code, 1);
   EXPECT_THAT(run.output, HasSubstr("cannot open /nonexistent/train-images-idx3-ubyte.gz "
                                     "(Debian's dataset-fashion-mnist installs it)"));
+}
+
+TEST(TrainCv, CorruptDataIsAClearError) {
+  const std::string dir = TempPath("fashion");
+  const std::string images = dir + "/train-images-idx3-ubyte.gz";
+  ASSERT_EQ(
+      system(absl::StrCat("rm -rf ", dir, " && mkdir -p ", dir, " && cp ", kFashionMnist,
+                          "/*labels* ", kFashionMnist, "/t10k-images* ", dir, " && head -c 100000 ",
+                          kFashionMnist, "/train-images-idx3-ubyte.gz > ", images)
+                 .c_str()),
+      0);
+  Outcome truncated = RunCommand({HMC_TRAIN_CV_PATH, "--data_dir=" + dir, "--json="});
+  EXPECT_EQ(truncated.code, 1);
+  EXPECT_THAT(truncated.output, HasSubstr(images + ": unexpected end of file"));
+  // An IDX header of labels where images belong.
+  ASSERT_EQ(
+      system(absl::StrCat("printf '\\000\\000\\010\\001\\000\\000\\000\\000' | gzip > ", images)
+                 .c_str()),
+      0);
+  Outcome wrong = RunCommand({HMC_TRAIN_CV_PATH, "--data_dir=" + dir, "--json="});
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_THAT(wrong.output, HasSubstr(images + ": magic 0x00000801, expected 0x00000803"));
 }
 
 TEST(TrainNlp, PerplexityFallsAndRanksAgree) {
