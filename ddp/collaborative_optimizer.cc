@@ -113,7 +113,8 @@ void CollaborativeOptimizer::StartAveraging() {
   accumulated_.zero_();
   absl::StatusOr<Buffer> samples = BufferOf(round.samples);
   ThrowIfError(samples.status());
-  // The counts travel exactly (no codec); the weighted sums with the averaging options.
+  // The counts travel exactly (codecs never apply to f64); the weighted sums with the averaging
+  // options.
   round.samples_done = FutureOf(comm_->AllReduce(*samples, *samples, ReduceOp::kSum),
                                 {round.samples}, nullptr, nullptr);
   round.sum_done = averager_.Start(round.sum, 0, ReduceOp::kSum);

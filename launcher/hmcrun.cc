@@ -6,6 +6,9 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
+#include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -65,75 +68,108 @@ int Fail(absl::string_view message) {
   return 2;
 }
 
-// Launcher flags, then hmc options, up to the program; both -flag and --flag spellings.
+// Each launcher flag that takes a value: its names and what it does with the value.
+using ValueFlag = std::function<absl::Status(LaunchArgs&, const std::string&)>;
+const std::map<std::string, ValueFlag>& ValueFlags() {
+  static const auto* flags = new std::map<std::string, ValueFlag>{
+      {"hosts",
+       [](LaunchArgs& a, const std::string& v) {
+         a.hosts = v;
+         return absl::OkStatus();
+       }},
+      {"hostfile",
+       [](LaunchArgs& a, const std::string& v) {
+         a.hosts = v;
+         return absl::OkStatus();
+       }},
+      {"coordinator",
+       [](LaunchArgs& a, const std::string& v) {
+         a.coordinator = v;
+         return absl::OkStatus();
+       }},
+      {"coordinator-bind",
+       [](LaunchArgs& a, const std::string& v) {
+         a.coordinator_bind = v;
+         return absl::OkStatus();
+       }},
+      {"token",
+       [](LaunchArgs& a, const std::string& v) {
+         a.token = v;
+         return absl::OkStatus();
+       }},
+      {"remote-path",
+       [](LaunchArgs& a, const std::string& v) {
+         a.remote_path = v;
+         return absl::OkStatus();
+       }},
+      {"x",
+       [](LaunchArgs& a, const std::string& v) {
+         if (absl::StrContains(v, '=')) {
+           a.extra_env.push_back(v);
+         } else if (const char* inherited = std::getenv(v.c_str()); inherited != nullptr) {
+           a.extra_env.push_back(absl::StrCat(v, "=", inherited));
+         }
+         return absl::OkStatus();
+       }},
+      {"np",
+       [](LaunchArgs& a, const std::string& v) {
+         if (!absl::SimpleAtoi(v, &a.np) || a.np < 1) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("-np ", v, ": expected a positive count"));
+         }
+         return absl::OkStatus();
+       }},
+      {"timeout",
+       [](LaunchArgs& a, const std::string& v) {
+         if (!absl::ParseDuration(v, &a.timeout) || a.timeout <= absl::ZeroDuration()) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("--timeout ", v, ": expected a duration such as 90s or 10m"));
+         }
+         return absl::OkStatus();
+       }},
+  };
+  return *flags;
+}
+
+// Launcher flags, then hmc options (--NAME=VALUE), up to the program; -flag and --flag alike,
+// with the value after `=` or as the next argument.
 absl::Status ParseArgs(int argc, char** argv, LaunchArgs& args, Options& options) {
   std::vector<std::string> option_flags;
   int i = 1;
   for (; i < argc; ++i) {
-    std::string flag = argv[i];
+    const std::string flag = argv[i];
     if (!absl::StartsWith(flag, "-")) break;
     if (flag == "--") {
       ++i;
       break;
     }
     std::string name = absl::StartsWith(flag, "--") ? flag.substr(2) : flag.substr(1);
-    std::string value;
-    bool has_value = false;
+    std::optional<std::string> value;
     if (const size_t eq = name.find('='); eq != std::string::npos) {
       value = name.substr(eq + 1);
       name = name.substr(0, eq);
-      has_value = true;
     }
-    auto take = [&]() -> absl::StatusOr<std::string> {
-      if (has_value) return value;
-      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
-      return std::string(argv[++i]);
-    };
-    absl::StatusOr<std::string> v;
     if (name == "help" || name == "h") {
       std::fputs(kUsage, stdout);
       std::exit(0);
-    } else if (name == "dry-run") {
+    }
+    if (name == "dry-run") {
       args.dry_run = true;
       continue;
     }
-    if (name == "hosts" || name == "hostfile" || name == "coordinator" ||
-        name == "coordinator-bind" || name == "token" || name == "timeout" ||
-        name == "remote-path" || name == "x" || name == "np" || name == "n") {
-      v = take();
-      if (!v.ok()) return v.status();
+    auto setter = ValueFlags().find(name == "n" ? "np" : name);
+    if (setter == ValueFlags().end()) {
+      if (!value.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag, " (see --help)"));
+      }
+      option_flags.push_back(absl::StrCat("--", name, "=", *value));
+      continue;
     }
-    if (name == "hosts" || name == "hostfile") {
-      args.hosts = *v;
-    } else if (name == "coordinator") {
-      args.coordinator = *v;
-    } else if (name == "coordinator-bind") {
-      args.coordinator_bind = *v;
-    } else if (name == "token") {
-      args.token = *v;
-    } else if (name == "remote-path") {
-      args.remote_path = *v;
-    } else if (name == "x") {
-      const char* inherited = std::getenv(v->c_str());
-      if (absl::StrContains(*v, '=')) {
-        args.extra_env.push_back(*v);
-      } else if (inherited != nullptr) {
-        args.extra_env.push_back(absl::StrCat(*v, "=", inherited));
-      }
-    } else if (name == "np" || name == "n") {
-      if (!absl::SimpleAtoi(*v, &args.np) || args.np < 1) {
-        return absl::InvalidArgumentError(absl::StrCat("-np ", *v, ": expected a positive count"));
-      }
-    } else if (name == "timeout") {
-      if (!absl::ParseDuration(*v, &args.timeout) || args.timeout <= absl::ZeroDuration()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("--timeout ", *v, ": expected a duration such as 90s or 10m"));
-      }
-    } else if (has_value) {
-      option_flags.push_back(absl::StrCat("--", name, "=", value));
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat("unknown flag ", flag, " (see --help)"));
+    if (!value.has_value()) {
+      if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
+      value = argv[++i];
     }
+    if (absl::Status s = setter->second(args, *value); !s.ok()) return s;
   }
   for (; i < argc; ++i) args.program.push_back(argv[i]);
   if (args.program.empty()) return absl::InvalidArgumentError("no program given (see --help)");
