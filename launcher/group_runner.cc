@@ -28,7 +28,7 @@ void OnSignal(int signal) {
   g_signal_count = g_signal_count + 1;
 }
 
-// Installs the forwarding handlers for its lifetime.
+// Installs the forwarding handlers (and ignores SIGPIPE) for its lifetime.
 class SignalCatcher {
  public:
   SignalCatcher() {
@@ -39,15 +39,21 @@ class SignalCatcher {
     sigemptyset(&action.sa_mask);
     sigaction(SIGINT, &action, &old_int_);
     sigaction(SIGTERM, &action, &old_term_);
+    // A rank that died before reading its stdin must not take this process with it.
+    struct sigaction ignore = {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, &old_pipe_);
   }
   ~SignalCatcher() {
     sigaction(SIGINT, &old_int_, nullptr);
     sigaction(SIGTERM, &old_term_, nullptr);
+    sigaction(SIGPIPE, &old_pipe_, nullptr);
   }
 
  private:
   struct sigaction old_int_ = {};
   struct sigaction old_term_ = {};
+  struct sigaction old_pipe_ = {};
 };
 
 void WriteLine(const std::string& label, absl::string_view line) {

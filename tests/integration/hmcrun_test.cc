@@ -141,6 +141,17 @@ TEST(Hmcrun, JoinsACoordinatorStartedElsewhere) {
   EXPECT_TRUE(coordinator->Wait(absl::Now() + absl::Seconds(30)).ok());
 }
 
+TEST(Hmcrun, AnUnreachableSshHostIsReportedWithItsRank) {
+  if (access("/usr/bin/ssh", X_OK) != 0) GTEST_SKIP() << "needs ssh";
+  // Port 1 on loopback: nothing listens there.
+  const std::string inventory = WriteInventory(
+      "unreachable.ini", "[x]\nh ansible_host=127.0.0.1 ansible_connection=ssh ansible_port=1\n");
+  Outcome run = Hmcrun({"-hosts", inventory, "/bin/true"}, absl::Seconds(60));
+  EXPECT_EQ(run.code, 255) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("[0 x h] ssh: connect to host 127.0.0.1 port 1"));
+  EXPECT_THAT(run.output, HasSubstr("rank 0 (h, " + inventory + ":2) exited with status 255"));
+}
+
 TEST(Hmcrun, DryRunPrintsEachCommandWithoutTheToken) {
   Outcome run = Hmcrun({"--dry-run", "--token", "s3cret", "/bin/true"});
   EXPECT_EQ(run.code, 0);
