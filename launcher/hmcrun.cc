@@ -70,38 +70,23 @@ int Fail(absl::string_view message) {
 
 // Each launcher flag that takes a value: its names and what it does with the value.
 using ValueFlag = std::function<absl::Status(LaunchArgs&, const std::string&)>;
+
+// A flag that stores its value as it is.
+ValueFlag Store(std::string LaunchArgs::*field) {
+  return [field](LaunchArgs& a, const std::string& v) {
+    a.*field = v;
+    return absl::OkStatus();
+  };
+}
+
 const std::map<std::string, ValueFlag>& ValueFlags() {
   static const auto* flags = new std::map<std::string, ValueFlag>{
-      {"hosts",
-       [](LaunchArgs& a, const std::string& v) {
-         a.hosts = v;
-         return absl::OkStatus();
-       }},
-      {"hostfile",
-       [](LaunchArgs& a, const std::string& v) {
-         a.hosts = v;
-         return absl::OkStatus();
-       }},
-      {"coordinator",
-       [](LaunchArgs& a, const std::string& v) {
-         a.coordinator = v;
-         return absl::OkStatus();
-       }},
-      {"coordinator-bind",
-       [](LaunchArgs& a, const std::string& v) {
-         a.coordinator_bind = v;
-         return absl::OkStatus();
-       }},
-      {"token",
-       [](LaunchArgs& a, const std::string& v) {
-         a.token = v;
-         return absl::OkStatus();
-       }},
-      {"remote-path",
-       [](LaunchArgs& a, const std::string& v) {
-         a.remote_path = v;
-         return absl::OkStatus();
-       }},
+      {"hosts", Store(&LaunchArgs::hosts)},
+      {"hostfile", Store(&LaunchArgs::hosts)},
+      {"coordinator", Store(&LaunchArgs::coordinator)},
+      {"coordinator-bind", Store(&LaunchArgs::coordinator_bind)},
+      {"token", Store(&LaunchArgs::token)},
+      {"remote-path", Store(&LaunchArgs::remote_path)},
       {"x",
        [](LaunchArgs& a, const std::string& v) {
          if (absl::StrContains(v, '=')) {
