@@ -5,7 +5,7 @@ namespace hmc::ddp {
 Traffic Traffic::operator-(const Traffic& earlier) const {
   return {calls - earlier.calls, bytes_sent - earlier.bytes_sent,
           bytes_sent_across_zones - earlier.bytes_sent_across_zones,
-          egress_usd - earlier.egress_usd, time - earlier.time};
+          egress_usd - earlier.egress_usd};
 }
 
 void TrafficMeter::Add(const CollectiveReport& report) {
@@ -14,7 +14,6 @@ void TrafficMeter::Add(const CollectiveReport& report) {
   totals_.bytes_sent += report.bytes_sent;
   totals_.bytes_sent_across_zones += report.bytes_sent_across_zones;
   totals_.egress_usd += report.egress_usd;
-  totals_.time += report.check_time + report.data_time;
 }
 
 Traffic TrafficMeter::totals() const {

@@ -4,7 +4,6 @@
 #include <cstdint>
 
 #include "absl/base/thread_annotations.h"
-#include "absl/time/time.h"
 #include "collectives/work.h"
 #include "core/mutex.h"
 
@@ -17,7 +16,6 @@ struct Traffic {
   uint64_t bytes_sent = 0;
   uint64_t bytes_sent_across_zones = 0;
   double egress_usd = 0;
-  absl::Duration time;  // Argument checks and data movement, summed.
 
   Traffic operator-(const Traffic& earlier) const;
 };

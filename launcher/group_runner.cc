@@ -71,16 +71,16 @@ struct Running {
   std::string partial;  // Output after the last newline.
   bool exited = false;
 
-  // Reads what is there; false at end of file.
-  bool Drain() {
+  // Writes the whole lines that are there; at end of file, the rest too, and closes the pipe.
+  void Drain() {
     char buffer[16384];
     const ssize_t n = read(output.get(), buffer, sizeof(buffer));
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return true;
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) return;
     if (n <= 0) {
       if (!partial.empty()) WriteLine(spec.label, partial);
       partial.clear();
       output.Reset();
-      return false;
+      return;
     }
     partial.append(buffer, static_cast<size_t>(n));
     size_t start = 0;
@@ -89,7 +89,6 @@ struct Running {
       start = nl + 1;
     }
     partial.erase(0, start);
-    return true;
   }
 
   void Stop(int signal) {

@@ -14,7 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "ddp/process_group.h"
+#include "ddp/hmc_reducer.h"
 #include "ddp/tensor_interop.h"
 
 namespace hmc::examples {
@@ -49,7 +49,6 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(const Settings& 
   auto run = std::unique_ptr<TrainingRun>(new TrainingRun(settings, std::move(*comm)));
   run->rank_ = run->comm_->rank();
   run->world_ = run->comm_->size();
-  run->zone_ = options->zone;
   return run;
 }
 
@@ -86,21 +85,10 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
         comm_, model.parameters(),
         ddp::DdpOptions{.bucket_bytes = settings_.bucket_bytes, .averaging = averaging});
   } else if (settings_.sync == "reducer") {
-    // What PyTorch's DistributedDataParallel builds, from C++: buckets by size, a Reducer over
-    // hmc's process group, and hmc's averaging hook.
-    std::vector<at::Tensor> params = model.parameters();
-    ddp::BroadcastFromRankZero(*comm_, params);
-    const size_t bucket_bytes = settings_.bucket_bytes;
-    auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
-        params, {bucket_bytes}, std::vector<bool>(params.size(), false));
-    reducer_ = std::make_shared<c10d::Reducer>(
-        params, buckets, limits, c10::make_intrusive<ddp::ProcessGroupHmc>(comm_),
-        std::vector<bool>(params.size(), false), bucket_bytes,
-        /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
-        std::unordered_map<size_t, std::string>{}, bucket_bytes);
-    auto hook = std::make_unique<ddp::AveragingCommHook>(comm_, averaging);
-    hook_ = hook.get();
-    reducer_->register_comm_hook(std::move(hook));
+    ddp::HmcReducer made =
+        ddp::MakeReducer(comm_, model.parameters(), settings_.bucket_bytes, averaging);
+    reducer_ = made.reducer;
+    hook_ = made.hook;
   } else if (settings_.sync == "collab") {
     collab_ = std::make_unique<ddp::CollaborativeOptimizer>(
         comm_, model.parameters(), optimizer,

@@ -49,7 +49,6 @@ class TrainingRun {
 
   int rank() const { return rank_; }
   int world() const { return world_; }
-  const std::string& zone() const { return zone_; }
   bool alone() const { return comm_ == nullptr; }
   const std::string& sync() const { return settings_.sync; }
 
@@ -98,7 +97,6 @@ class TrainingRun {
   std::shared_ptr<Communicator> comm_;
   int rank_ = 0;
   int world_ = 1;
-  std::string zone_ = "local";
   torch::nn::Module* model_ = nullptr;
   torch::optim::Optimizer* optimizer_ = nullptr;
   std::unique_ptr<ddp::DistributedDataParallel> ddp_;

@@ -21,6 +21,7 @@
 #include "ddp/averaging_hook.h"
 #include "ddp/collaborative_optimizer.h"
 #include "ddp/distributed_data_parallel.h"
+#include "ddp/hmc_reducer.h"
 #include "ddp/process_group.h"
 
 namespace hmc::ddp {
@@ -148,26 +149,15 @@ int RunReducer(std::shared_ptr<Communicator> comm) {
   const Data d = MakeData(kSteps * comm->size() * kBatch);
   auto model = MakeModel();
   torch::optim::SGD sgd(model->parameters(), 0.2);
-  std::vector<at::Tensor> params = model->parameters();
-  // Rank 0's parameters everywhere, as DDP's constructor does.
-  BroadcastFromRankZero(*comm, params);
-  auto group = c10::make_intrusive<ProcessGroupHmc>(comm);
   const size_t bucket_bytes = 512;
-  auto [buckets, limits] = c10d::compute_bucket_assignment_by_size(
-      params, {bucket_bytes}, std::vector<bool>(params.size(), false));
-  auto reducer = std::make_shared<c10d::Reducer>(
-      params, buckets, limits, group, std::vector<bool>(params.size(), false), bucket_bytes,
-      /*find_unused_parameters=*/false, /*gradient_as_bucket_view=*/false,
-      std::unordered_map<size_t, std::string>{}, bucket_bytes);
-  auto hook = std::make_unique<AveragingCommHook>(comm);
-  AveragingCommHook* hook_view = hook.get();
-  reducer->register_comm_hook(std::move(hook));
+  HmcReducer made = MakeReducer(comm, model->parameters(), bucket_bytes);
+  c10d::Reducer& reducer = *made.reducer;
   double first = 0, last = 0;
   auto through_reducer = TrainShard(
       model, d, comm->rank(), comm->size(),
       [&](torch::Tensor& loss) {
-        reducer->prepare_for_forward();
-        reducer->prepare_for_backward({});
+        reducer.prepare_for_forward();
+        reducer.prepare_for_backward({});
         loss.backward();
       },
       &first, &last);
@@ -185,9 +175,9 @@ int RunReducer(std::shared_ptr<Communicator> comm) {
   std::printf(
       "rank %d: %zu reducer buckets, hook calls %llu; max |reducer - helper| = %.3g, "
       "|reducer - reference| = %.3g\n",
-      comm->rank(), buckets.size(), static_cast<unsigned long long>(hook_view->traffic().calls),
+      comm->rank(), made.buckets, static_cast<unsigned long long>(made.hook->traffic().calls),
       vs_helper, vs_reference);
-  EXPECT_OR_FAIL(hook_view->traffic().calls >= static_cast<uint64_t>(kSteps),
+  EXPECT_OR_FAIL(made.hook->traffic().calls >= static_cast<uint64_t>(kSteps),
                  "the hook averaged every step");
   EXPECT_OR_FAIL(vs_helper < 2e-5 && vs_reference < 2e-5, "reducer result differs");
   return 0;
