@@ -84,6 +84,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   config.token = options.token;
   config.world_id = options.world_id;
   config.socket_buffer_bytes = options.socket_buffer_bytes;
+  config.tcp_congestion = options.tcp_congestion;
   config.local_sockets = options.local_sockets;
   config.max_unexpected_bytes = static_cast<uint64_t>(options.max_unexpected_bytes);
   config.limits.streams =
@@ -289,7 +290,7 @@ absl::StatusOr<AllReducePlan> Communicator::PlanAllReduce(const Buffer& in,
   input.algo = call.algo.empty() ? options_.algo : call.algo;
   input.codec_inter = call.codec_inter.empty() ? options_.codec_inter : call.codec_inter;
   input.codec_intra = call.codec_intra.empty() ? options_.codec_intra : call.codec_intra;
-  input.shares = options_.shares;
+  input.shares = call.shares.empty() ? options_.shares : call.shares;
   input.small_message_bytes = static_cast<size_t>(options_.small_message_bytes);
   input.chunk_bytes = static_cast<size_t>(options_.chunk_bytes);
   input.codec_encode_bytes_per_s = matrix->auto_codec_bytes_per_s;

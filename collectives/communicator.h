@@ -36,6 +36,7 @@ struct CallOptions {
   absl::Duration timeout = absl::ZeroDuration();  // Zero: the communicator's `timeout`.
   std::string codec_inter;                        // Empty: the communicator's `codec_inter`.
   std::string codec_intra;                        // Empty: the communicator's `codec_intra`.
+  std::string shares;                             // Empty: the communicator's `shares`.
   // Error feedback for lossy codecs: the caller keeps one per tensor (gradient bucket) and passes
   // it with that tensor every step; null: none. It must outlive the call.
   CodecFeedback* feedback = nullptr;

@@ -42,6 +42,9 @@ const OptionSpec kOptionTable[] = {
      "from the sender's memory (process_vm_readv); 0 turns this off."},
     {"socket_buffer_bytes", &Options::socket_buffer_bytes,
      "SO_SNDBUF/SO_RCVBUF per socket; 0 keeps kernel autotuning."},
+    {"tcp_congestion", &Options::tcp_congestion,
+     "TCP congestion control of every TCP connection (e.g. cubic, bbr, reno; see "
+     "/proc/sys/net/ipv4/tcp_available_congestion_control); empty: the host's default."},
     {"stripe_min_bytes", &Options::stripe_min_bytes,
      "Messages smaller than this travel on one stream."},
     {"max_frame_bytes", &Options::max_frame_bytes,

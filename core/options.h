@@ -32,6 +32,7 @@ struct Options {
   bool local_sockets = true;             // Unix domain sockets to peers in this network namespace.
   int64_t pull_min_bytes = 64 << 10;     // Single-copy pulls from local peers; 0: off.
   int64_t socket_buffer_bytes = 0;       // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning.
+  std::string tcp_congestion;            // TCP_CONGESTION of every TCP socket; empty: the host's.
   int64_t stripe_min_bytes = 256 << 10;  // Messages below this go on one stream.
   int64_t max_frame_bytes = int64_t{1} << 32;
   int64_t max_unexpected_bytes = int64_t{256} << 20;

@@ -282,6 +282,18 @@ absl::Status SetBufferSizes(int fd, int64_t bytes) {
   return absl::OkStatus();
 }
 
+absl::Status SetCongestionControl(int fd, const std::string& algorithm) {
+  if (algorithm.empty()) return absl::OkStatus();
+  if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, algorithm.data(),
+                 static_cast<socklen_t>(algorithm.size())) != 0) {
+    return Errno(
+        absl::StrFormat("TCP congestion control '%s' (available: "
+                        "/proc/sys/net/ipv4/tcp_available_congestion_control)",
+                        algorithm));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteFully(int fd, std::span<const uint8_t> bytes, absl::Time deadline) {
   size_t done = 0;
   while (done < bytes.size()) {

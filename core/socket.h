@@ -79,6 +79,8 @@ absl::Status SetNonBlocking(int fd);
 absl::Status SetNoDelay(int fd);
 // Sets SO_SNDBUF and SO_RCVBUF; 0 leaves the kernel's autotuning on.
 absl::Status SetBufferSizes(int fd, int64_t bytes);
+// Sets TCP_CONGESTION (a listener's choice is inherited by the sockets it accepts); empty: no-op.
+absl::Status SetCongestionControl(int fd, const std::string& algorithm);
 
 // Write or read exactly the span on a non-blocking socket, waiting with poll until the deadline.
 // A closed connection or the deadline ends it with an error.

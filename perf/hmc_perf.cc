@@ -8,6 +8,7 @@
 // every perf program here measures so), algbw = size/time, busbw = algbw·factor
 // (allreduce 2(n-1)/n, reduce_scatter and allgather (n-1)/n, broadcast 1) and #wrong, the number
 // of elements that differ from a serially computed reference after a final checked run.
+// With --plans it runs one all-reduce size (-e) with several plans alternated (plan_compare.h).
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,7 +31,9 @@
 #include "launcher/local_group.h"
 #include "launcher/process.h"
 #include "perf/codec_bench.h"
+#include "perf/perf_rank.h"
 #include "perf/perf_table.h"
+#include "perf/plan_compare.h"
 
 namespace hmc {
 namespace {
@@ -50,6 +53,7 @@ struct PerfArgs {
   std::string json_path;     // -J: also append one JSON object per row to this file.
   bool probe = false;        // --probe: the RTT and bandwidth matrix instead of collectives.
   bool codec_bench = false;  // --codec-bench: codec speed and error on this core, no group.
+  std::vector<perf::PlanSpec> plans;  // --plans: all-reduce plans side by side at -e bytes.
   // Set where a lossy codec may run: f32 all-reduce of gradient-like values, checked by their
   // relative L2 error instead of exact equality.
   bool gaussian = false;
@@ -63,6 +67,7 @@ void Usage() {
                "                [-d float|half|bfloat16|double|int32|int64|uint8]\n"
                "                [-o sum|avg|min|max|prod] [-r ROOT] [-i ITERS] [-w WARMUP]\n"
                "                [-k 0|1 (check)] [-J JSONL_FILE] [--probe] [--codec-bench]\n"
+               "                [--plans 'algo=ring; algo=hierarchical codec_inter=int8; auto']\n"
                "                [--help-options]\n"
                "                [--OPTION=VALUE ...]\n");
 }
@@ -103,54 +108,11 @@ absl::Status Run(Communicator& comm, const std::string& collective, const PerfAr
   return comm.AllGather(Buffer{in.data(), count / n, a.dtype}, whole_out)->Wait();
 }
 
-// Gradient-like values for runs with lossy codecs (the exact patterns are small integers, which
-// quantize unlike gradients): a deterministic normal deviate per (rank, index), scaled by rank.
-float GaussianValue(int rank, size_t index) {
-  uint64_t z = (uint64_t{static_cast<uint32_t>(rank)} << 40) ^ index;
-  auto next = [&z] {  // splitmix64
-    z += 0x9e3779b97f4a7c15ull;
-    uint64_t x = z;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return ((x ^ (x >> 31)) >> 11) * 0x1.0p-53;
-  };
-  const double u = std::max(next(), 1e-300), v = next();
-  return static_cast<float>(std::sqrt(-2 * std::log(u)) * std::cos(2 * M_PI * v) * (1 + rank));
-}
-
-// Relative L2 error of an f32 all-reduce of GaussianValue against its exact reduction in double.
-double GaussianError(const PerfArgs& a, int n, const std::vector<uint8_t>& out, size_t count) {
-  const auto* got = reinterpret_cast<const float*>(out.data());
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < count; ++i) {
-    double want = 0;
-    for (int r = 0; r < n; ++r) want += GaussianValue(r, i);
-    if (a.op == ReduceOp::kAvg) want /= n;
-    err += (got[i] - want) * (got[i] - want);
-    norm += want * want;
-  }
-  return norm > 0 ? std::sqrt(err / norm) : 0;
-}
-
-// Reduces `count` values in place across the group (bookkeeping: times, counts, checksums);
-// prints the error and returns false if that fails. Always by halving-doubling, whatever --algo
-// forces, so that what runs between two timed calls is the same for every plan.
-bool ReduceInPlace(Communicator& comm, void* data, size_t count, DType dtype, ReduceOp op) {
-  const Buffer b{data, count, dtype};
-  CallOptions call;
-  call.algo = "halving_doubling";
-  if (absl::Status s = comm.AllReduce(b, b, op, call)->Wait(); !s.ok()) {
-    std::fprintf(stderr, "hmc-perf: rank %d: %s\n", comm.rank(), s.ToString().c_str());
-    return false;
-  }
-  return true;
-}
-
 void FillInput(const std::string& collective, const PerfArgs& a, int rank, int n,
                std::vector<uint8_t>& in, size_t count) {
   if (a.gaussian) {
     auto* values = reinterpret_cast<float*>(in.data());
-    for (size_t i = 0; i < count; ++i) values[i] = GaussianValue(rank, i);
+    for (size_t i = 0; i < count; ++i) values[i] = perf::GaussianValue(rank, i);
   } else if (collective == "allgather") {
     FillPattern(in.data(), count / n, a.dtype, rank, a.op);
   } else {
@@ -219,6 +181,8 @@ int RunRank(const Options& options, PerfArgs a) {
   }
   Communicator& comm = **created;
   if (a.probe) return RunProbe(comm);
+  if (!a.plans.empty())
+    return perf::ComparePlans(comm, a.plans, a.max_bytes, a.iterations, a.warmup);
   const int n = comm.size();
   const int rank = comm.rank();
   const size_t es = DTypeSize(a.dtype);
@@ -274,7 +238,7 @@ int RunRank(const Options& options, PerfArgs a) {
         }
         // The call lasts until its slowest rank is done: this rank alone may finish early.
         double slowest = us;
-        if (!ReduceInPlace(comm, &slowest, 1, DType::kF64, ReduceOp::kMax)) return 1;
+        if (!perf::ReduceInPlace(comm, &slowest, 1, DType::kF64, ReduceOp::kMax)) return 1;
         if (it >= a.warmup) times.push_back(slowest);
       }
       const double median_us = perf::Median(times);
@@ -288,22 +252,23 @@ int RunRank(const Options& options, PerfArgs a) {
           return 1;
         }
         if (a.gaussian) {
-          l2_error = GaussianError(a, n, out, count);
+          l2_error =
+              perf::GaussianError(a.op, n, reinterpret_cast<const float*>(out.data()), count);
           // Lossy or not, every rank must hold the same bits: compare checksums.
           int64_t sums[2] = {Checksum(std::span<const uint8_t>(out.data(), count * es)), 0};
           sums[1] = -sums[0];
-          if (!ReduceInPlace(comm, sums, 2, DType::kI64, ReduceOp::kMax)) return 1;
+          if (!perf::ReduceInPlace(comm, sums, 2, DType::kI64, ReduceOp::kMax)) return 1;
           if (sums[0] != -sums[1] && rank == 0) wrong = static_cast<int64_t>(count);
         } else {
           wrong = static_cast<int64_t>(Check(collective, a, rank, n, out, count));
         }
-        if (!ReduceInPlace(comm, &wrong, 1, DType::kI64, ReduceOp::kSum)) return 1;
+        if (!perf::ReduceInPlace(comm, &wrong, 1, DType::kI64, ReduceOp::kSum)) return 1;
       }
       total_wrong += wrong;
       const size_t size_bytes = count * es;
       // Egress of the last timed call, summed over ranks.
       double egress[2] = {report.egress_usd, static_cast<double>(report.bytes_sent_across_zones)};
-      if (!ReduceInPlace(comm, egress, 2, DType::kF64, ReduceOp::kSum)) return 1;
+      if (!perf::ReduceInPlace(comm, egress, 2, DType::kF64, ReduceOp::kSum)) return 1;
       const double algbw = size_bytes / median_us / 1e3;
       if (rank == 0) {
         const std::string redop = collective == "allreduce" || collective == "reduce_scatter"
@@ -425,6 +390,13 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &a.warmup) && a.warmup >= 0;
     } else if (flag == "-J") {
       a.json_path = value;
+    } else if (flag == "--plans") {
+      absl::StatusOr<std::vector<hmc::perf::PlanSpec>> plans = hmc::perf::ParsePlans(value);
+      if (!plans.ok()) {
+        std::fprintf(stderr, "hmc-perf: %s\n", std::string(plans.status().message()).c_str());
+        return 2;
+      }
+      a.plans = *plans;
     } else if (flag == "-k") {
       int check;
       ok = absl::SimpleAtoi(value, &check);

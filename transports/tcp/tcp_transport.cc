@@ -50,6 +50,9 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
   std::unique_ptr<TcpTransport> t(new TcpTransport(config));
   absl::StatusOr<UniqueFd> listener = ListenTcp(*bind, 1024, config.socket_buffer_bytes);
   if (!listener.ok()) return listener.status();
+  if (absl::Status s = SetCongestionControl(listener->get(), config.tcp_congestion); !s.ok()) {
+    return s;
+  }
   t->listener_ = std::move(*listener);
   absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(t->listener_.get());
   if (!local.ok()) return local.status();
@@ -372,6 +375,9 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
     fd = ConnectTcp(*address, deadline, config_.socket_buffer_bytes);
   }
   if (!fd.ok()) return fd.status();
+  if (!local) {
+    if (absl::Status s = SetCongestionControl(fd->get(), config_.tcp_congestion); !s.ok()) return s;
+  }
   absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
   if (!challenge.ok()) return challenge.status();
   if (challenge->header.type != FrameType::kPeerChallenge) {

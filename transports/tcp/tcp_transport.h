@@ -22,6 +22,7 @@ struct TcpTransportConfig {
   std::string token;
   std::string world_id = "hmc";
   int64_t socket_buffer_bytes = 0;
+  std::string tcp_congestion;  // Empty: the host's default.
   uint64_t max_unexpected_bytes = 256 << 20;
   absl::Duration handshake_timeout = absl::Seconds(10);
   // Also listen on a Unix domain socket in the abstract namespace; peers that share this network
