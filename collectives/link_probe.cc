@@ -17,7 +17,6 @@ namespace hmc {
 namespace {
 
 constexpr int kPings = 5;
-constexpr double kLongLinkRttMs = 10;
 constexpr uint64_t kLongLinkStripeMinBytes = 16 << 10;
 
 }  // namespace
@@ -133,10 +132,15 @@ absl::Status Communicator::ProbeLinks() {
     if (!s.ok()) return s;
   }
   // Over a long link every message is striped: on one connection it would be held to one
-  // window per round trip (a sender's choice; receivers take stripes from any connection).
+  // window per round trip (a sender's choice; receivers take stripes from any connection). Each
+  // link takes its class's streams, where the streams probe chose them.
   for (int p = 0; p < n; ++p) {
-    if (p != rank_ && matrix.rtt(p, rank_) >= kLongLinkRttMs) {
-      channels_[p]->SetStripeMinBytes(kLongLinkStripeMinBytes);
+    if (p == rank_) continue;
+    const bool long_link = matrix.rtt(p, rank_) >= kLongLinkRttMs;
+    if (long_link) channels_[p]->SetStripeMinBytes(kLongLinkStripeMinBytes);
+    if (stream_choice_.probed && !channels_[p]->local()) {
+      channels_[p]->SetActiveStreams(long_link ? stream_choice_.long_streams
+                                               : stream_choice_.short_streams);
     }
   }
   // Long enough to leave slow start behind on the longest link (as the streams probe).

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -24,6 +25,18 @@ int StreamsToReach(double one_mbit, double all_mbit, int max_streams) {
   if (one_mbit <= 0) return max_streams;
   const int wanted = static_cast<int>(std::ceil(0.9 * all_mbit / one_mbit - 1e-9));
   return std::clamp(wanted, 1, max_streams);
+}
+
+std::pair<int, int> StreamsByLinkClass(const std::vector<int64_t>& choices,
+                                       const std::vector<double>& rtt_ms) {
+  int64_t any = 0, long_links = 0, short_links = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    any = std::max(any, choices[i]);
+    int64_t& of_class = rtt_ms[i] >= kLongLinkRttMs ? long_links : short_links;
+    of_class = std::max(of_class, choices[i]);
+  }
+  return {static_cast<int>(long_links > 0 ? long_links : any),
+          static_cast<int>(short_links > 0 ? short_links : any)};
 }
 
 void RateMeter::Arrived(absl::Time when, uint64_t bytes) { arrivals_.emplace_back(when, bytes); }
@@ -103,6 +116,7 @@ absl::Status Communicator::ProbeStreams() {
   // long each measurement runs: long enough to leave slow start behind on the longest link.
   int64_t ping = 0;
   absl::Duration slowest_round;
+  absl::Duration rtt_to_next = absl::InfiniteDuration();  // The fastest round.
   for (int i = 0; i < kPings; ++i) {
     const absl::Time start = absl::Now();
     auto sent = Send(Buffer{&ping, 1, DType::kI64}, next);
@@ -111,6 +125,7 @@ absl::Status Communicator::ProbeStreams() {
     if (absl::Status s = wait(Recv(Buffer{&ping, 1, DType::kI64}, next)); !s.ok()) return s;
     if (absl::Status s = wait(sent); !s.ok()) return s;
     slowest_round = std::max(slowest_round, absl::Now() - start);
+    rtt_to_next = std::min(rtt_to_next, absl::Now() - start);
   }
   double window_s = std::clamp(absl::ToDoubleSeconds(slowest_round) * 20, 0.1, 2.0);
   const Buffer window_buffer{&window_s, 1, DType::kF64};
@@ -142,19 +157,34 @@ absl::Status Communicator::ProbeStreams() {
   StreamChoice choice;
   choice.window = window;
   choice.connections = max_streams;
-  int64_t wanted = 0;  // Stays 0 where the incoming link is local.
+  // Every ring link's choice (0 where local) and round trip: rank r holds its incoming link's
+  // choice and its outgoing link's round trip, as integer microseconds.
+  int64_t mine[2] = {0, absl::ToInt64Microseconds(rtt_to_next)};
   if (!in.local()) {
     choice.one_stream_mbit = *one;
     choice.all_streams_mbit = *all;
     choice.link_choice = StreamsToReach(*one, *all, max_streams);
-    wanted = choice.link_choice;
+    mine[0] = choice.link_choice;
   }
-  const Buffer wanted_buffer{&wanted, 1, DType::kI64};
-  if (absl::Status s = AllReduce(wanted_buffer, wanted_buffer, ReduceOp::kMax)->Wait(); !s.ok()) {
+  std::vector<int64_t> every(2 * n);
+  if (absl::Status s =
+          AllGather(Buffer{mine, 2, DType::kI64}, Buffer{every.data(), every.size(), DType::kI64})
+              ->Wait();
+      !s.ok()) {
     return s;
   }
+  std::vector<int64_t> choices(n);
+  std::vector<double> rtt_ms(n);
+  for (int r = 0; r < n; ++r) {
+    choices[r] = every[2 * r];
+    rtt_ms[r] = every[2 * ((r + n - 1) % n) + 1] / 1e3;  // Link r-1 -> r, timed by r-1.
+  }
+  const int64_t wanted = *std::max_element(choices.begin(), choices.end());
   choice.probed = wanted > 0;
   choice.streams = wanted > 0 ? static_cast<int>(wanted) : std::min(kLocalStreams, max_streams);
+  std::tie(choice.long_streams, choice.short_streams) =
+      wanted > 0 ? StreamsByLinkClass(choices, rtt_ms) : std::pair{choice.streams, choice.streams};
+  // Each link gets its class's count once the link probe knows its round trip.
   for (auto& channel : channels_) {
     if (channel != nullptr) channel->SetActiveStreams(choice.streams);
   }

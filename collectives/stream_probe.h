@@ -19,10 +19,15 @@ class Communicator;
 // carries 6 Gbit/s with 40 streams); on a LAN or through a loaded host more streams only add
 // overhead. So each rank measures its incoming ring link as the ring uses it, every link at once,
 // first through one stream and then through all of them, and asks for enough streams to reach
-// 90% of what all of them carried: ceil(0.9 · all / one). The group uses the largest choice.
+// 90% of what all of them carried: ceil(0.9 · all / one). Links come in two classes, long (a
+// round trip of kLongLinkRttMs or more: wide-area paths, where streams pay) and short (a LAN, a
+// zone: one or two streams fill them, and more only crowd the NIC's queue); each class uses the
+// largest choice among its ring links, and a class without a probed ring link uses the group's.
 struct StreamChoice {
-  int streams = 1;      // Connections each send spreads over, on every link.
-  bool probed = false;  // False where streams was set, or no link leaves the host.
+  int streams = 1;        // Connections each send spreads over: the largest choice of any link.
+  int long_streams = 1;   // On links of kLongLinkRttMs or more, once their round trip is known.
+  int short_streams = 1;  // On the others.
+  bool probed = false;    // False where streams was set, or no link leaves the host.
   // This rank's incoming ring link (from rank - 1), when it was probed.
   double one_stream_mbit = 0;
   double all_streams_mbit = 0;  // Through every connection (max_streams).
@@ -31,12 +36,20 @@ struct StreamChoice {
   absl::Duration window;  // Time each measurement sent for.
 };
 
+// Round trip from which a link is long: its messages are striped, and it takes long_streams.
+inline constexpr double kLongLinkRttMs = 10;
+
 // Streams used where no link of the ring leaves the host: local peers pull large messages in one
 // copy, so streams only carry small ones.
 inline constexpr int kLocalStreams = 4;
 
 // The streams a link needs to carry 90% of `all_mbit` when one stream carried `one_mbit`.
 int StreamsToReach(double one_mbit, double all_mbit, int max_streams);
+
+// The streams of each link class from every ring link's choice (0: local, not probed) and round
+// trip, ms: {long, short}.
+std::pair<int, int> StreamsByLinkClass(const std::vector<int64_t>& choices,
+                                       const std::vector<double>& rtt_ms);
 
 // Bytes received over time, as the probe's receiver sees them. The rate leaves out the first 40%
 // of the time between the first and the last arrival, which TCP spends in slow start.

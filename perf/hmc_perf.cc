@@ -181,8 +181,6 @@ int RunRank(const Options& options, PerfArgs a) {
   }
   Communicator& comm = **created;
   if (a.probe) return RunProbe(comm);
-  if (!a.plans.empty())
-    return perf::ComparePlans(comm, a.plans, a.max_bytes, a.iterations, a.warmup);
   const int n = comm.size();
   const int rank = comm.rank();
   const size_t es = DTypeSize(a.dtype);
@@ -200,10 +198,15 @@ int RunRank(const Options& options, PerfArgs a) {
   const StreamChoice& streams = comm.stream_choice();
   if (rank == 0 && streams.probed) {
     std::printf(
-        "# streams per peer: %d, chosen by the probe (%.0f ms per measurement; rank 0's "
-        "incoming link: 1 stream %.1f Mbit/s, %d streams %.1f Mbit/s, wants %d)\n",
-        streams.streams, absl::ToDoubleMilliseconds(streams.window), streams.one_stream_mbit,
-        streams.connections, streams.all_streams_mbit, streams.link_choice);
+        "# streams per peer: %d on long links, %d on short ones, chosen by the probe (%.0f ms per "
+        "measurement; rank 0's incoming link: 1 stream %.1f Mbit/s, %d streams %.1f Mbit/s, "
+        "wants %d)\n",
+        streams.long_streams, streams.short_streams, absl::ToDoubleMilliseconds(streams.window),
+        streams.one_stream_mbit, streams.connections, streams.all_streams_mbit,
+        streams.link_choice);
+  }
+  if (!a.plans.empty()) {
+    return perf::ComparePlans(comm, a.plans, a.max_bytes, a.iterations, a.warmup);
   }
   const bool lossy = options.codec_inter != "none" || options.codec_intra != "none";
   for (const std::string& collective : a.collectives) {

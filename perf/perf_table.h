@@ -43,7 +43,7 @@ struct TableRow {
 };
 void PrintTableRow(FILE* out, const TableRow& row);
 
-// The median of timings (sorts them); 0 for none.
+// The median of timings (of an even count, the mean of the middle two); 0 for none.
 double Median(std::vector<double> values);
 
 // All-reduce bus bandwidth factor, 2(n-1)/n, as nccl-tests defines it.

@@ -27,6 +27,7 @@ struct PlanOutcome {
   double egress_usd = 0;        // Of the last call, all ranks.
   double l2_error = 0;
   bool same_bits = true;
+  std::string phases;  // Of the last call, each phase's longest time over the ranks.
 };
 
 double SampledError(const float* out, size_t count, int ranks) {
@@ -111,6 +112,20 @@ int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_
         return 1;
       }
       o.same_bits = sums[0] == -sums[1];
+      // Each phase's longest time over the ranks (every rank runs the same phases).
+      std::vector<double> phase_seconds;
+      for (const auto& [name, time] : o.report.phases) {
+        phase_seconds.push_back(absl::ToDoubleSeconds(time));
+      }
+      if (!phase_seconds.empty() && !ReduceInPlace(comm, phase_seconds.data(), phase_seconds.size(),
+                                                   DType::kF64, ReduceOp::kMax)) {
+        return 1;
+      }
+      for (size_t j = 0; j < phase_seconds.size(); ++j) {
+        absl::StrAppendFormat(&o.phases, "%s%s %.2f s",
+                              j == 0 ? "; slowest rank per phase: " : ", ",
+                              o.report.phases[j].first, phase_seconds[j]);
+      }
       if (comm.rank() == 0) o.l2_error = SampledError(out.data(), count, n);
     }
   }
@@ -130,12 +145,14 @@ int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_
   for (int k = 0; k < p; ++k) {
     const PlanOutcome& o = outcomes[k];
     agreed &= o.same_bits;
-    std::printf("| %s | %s | %.3f | %.2f | %.4f | %.1e | %s | %s (%s) |\n", plans[k].label.c_str(),
+    std::printf("| %s | %s | %.3f | %.2f | %.4f | %.1e | %s | %s (%s%s) |\n",
+                plans[k].label.c_str(),
                 absl::StrJoin(o.seconds, ", ",
                               [](std::string* s, double t) { absl::StrAppendFormat(s, "%.3f", t); })
                     .c_str(),
                 medians[k], medians[k] / fastest, o.egress_usd / (bytes / 1e9), o.l2_error,
-                o.same_bits ? "yes" : "NO", o.report.algorithm.c_str(), o.report.plan.c_str());
+                o.same_bits ? "yes" : "NO", o.report.algorithm.c_str(), o.report.plan.c_str(),
+                o.phases.c_str());
   }
   return agreed ? 0 : 1;
 }

@@ -166,7 +166,7 @@ int Up(const Args& a) {
     return 1;
   }
   topology->scale *= a.scale;
-  absl::StatusOr<LinkModel> model = LinkModel::Create(*topology, a.seed);
+  absl::StatusOr<LinkModel> model = LinkModel::Create(*topology, a.seed, a.mtu);
   if (!model.ok()) {
     std::fprintf(stderr, "hmc-wanem: %s\n", std::string(model.status().message()).c_str());
     return 1;

@@ -6,6 +6,12 @@ namespace hmc::wanem {
 namespace {
 constexpr int kStages = 4;  // Source NIC, flow cap, path, destination NIC.
 constexpr uint64_t kMinFlowQueueBytes = 64 << 10;
+// A flow's queue takes at least a burst of this many full-size packets: a TCP sender's initial
+// window is 10 (and after an idle spell it restarts from there). Scaling rates down shrinks a
+// path's bandwidth-delay product, at MTU 9000 to a few packets on the slowest scaled paths, where
+// the unscaled path holds hundreds; a queue smaller than one initial window would drop the tail
+// of every burst and cost a retransmission timeout of a long path, which the real path does not.
+constexpr uint64_t kMinFlowQueuePackets = 16;
 }  // namespace
 
 std::optional<absl::Time> RateStage::Pass(absl::Time arrival, uint64_t bytes) {
@@ -17,8 +23,9 @@ std::optional<absl::Time> RateStage::Pass(absl::Time arrival, uint64_t bytes) {
   return free_at_;
 }
 
-absl::StatusOr<LinkModel> LinkModel::Create(const Topology& topology, uint64_t seed) {
+absl::StatusOr<LinkModel> LinkModel::Create(const Topology& topology, uint64_t seed, int mtu) {
   LinkModel model;
+  model.mtu_ = static_cast<uint64_t>(mtu);
   const int n = static_cast<int>(topology.hosts.size());
   model.hosts_ = n;
   model.queue_bytes_ = topology.queue_bytes;
@@ -50,7 +57,7 @@ uint64_t LinkModel::FlowQueueBytes(const PathSpec& path) const {
   // queue here would let one stream's backlog delay every later message on it by seconds
   // (4 MiB at 7 Mbit/s is 4.8 s). One round trip of the flow's rate keeps TCP at the cap.
   const auto bdp = static_cast<uint64_t>(path.flow_bps / 8 * absl::ToDoubleSeconds(path.rtt));
-  return std::min(queue_bytes_, std::max(kMinFlowQueueBytes, bdp));
+  return std::min(queue_bytes_, std::max({kMinFlowQueueBytes, kMinFlowQueuePackets * mtu_, bdp}));
 }
 
 uint64_t LinkModel::Admit(int from, int to, uint64_t flow, uint64_t bytes, absl::Time now) {

@@ -56,8 +56,9 @@ class LinkModel {
     absl::Time release;
   };
 
-  // Hosts are indexes into topology.hosts. Every needed path must exist (checked here).
-  static absl::StatusOr<LinkModel> Create(const Topology& topology, uint64_t seed);
+  // Hosts are indexes into topology.hosts. Every needed path must exist (checked here). `mtu` is
+  // the emulated interfaces' (it sizes the smallest per-flow queue).
+  static absl::StatusOr<LinkModel> Create(const Topology& topology, uint64_t seed, int mtu = 1500);
 
   // A packet sent at `now`; returns its id (ids start at 1), or 0 if it was lost at once.
   uint64_t Admit(int from, int to, uint64_t flow, uint64_t bytes, absl::Time now);
@@ -94,6 +95,7 @@ class LinkModel {
   uint64_t FlowQueueBytes(const PathSpec& path) const;
 
   int hosts_ = 0;
+  uint64_t mtu_ = 1500;
   uint64_t queue_bytes_ = 0;
   std::vector<RateStage> nic_out_, nic_in_;
   std::vector<PathSpec> paths_;         // [from * hosts + to], scaled.

@@ -33,5 +33,13 @@ TEST(RateMeter, FallsBackToTheWholeWindowWithFewArrivals) {
   EXPECT_EQ(RateMeter(start).Mbit(), 0);
 }
 
+TEST(StreamsByLinkClass, LongAndShortLinksEachTakeTheirClassesLargestChoice) {
+  // Ring links: local (not probed), long, short, long.
+  EXPECT_EQ(StreamsByLinkClass({0, 24, 2, 28}, {0.05, 103.2, 0.7, 272.0}), std::pair(28, 2));
+  // A class without a probed ring link takes the group's largest choice.
+  EXPECT_EQ(StreamsByLinkClass({10, 12}, {50.0, 60.0}), std::pair(12, 12));
+  EXPECT_EQ(StreamsByLinkClass({0, 3}, {0.05, 0.7}), std::pair(3, 3));
+}
+
 }  // namespace
 }  // namespace hmc

@@ -1,6 +1,7 @@
 // The WAN emulator's topology format and link model, in virtual time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -177,6 +178,39 @@ TEST(LinkModel, ABackloggedFlowDoesNotStarveAnother) {
   count();
   EXPECT_EQ(delivered[1], 5000u * 1500);   // Every packet of the light flow arrives.
   EXPECT_LT(delivered[0], 40000u * 1500);  // The heavy flow loses what exceeds its queue.
+}
+
+// A slow scaled path's bandwidth-delay product may be a few jumbo frames; its flow queue still
+// takes a TCP initial window (10 packets) at once, at the emulated MTU.
+TEST(LinkModel, AFlowQueueTakesAnInitialWindowOfFullSizePackets) {
+  auto topology = ParseTopology(
+      "region us\nregion eu\nhost u region=us\nhost e region=eu\n"
+      "path us us rtt=1ms capacity=10Gbit\npath eu eu rtt=1ms capacity=10Gbit\n"
+      "path us eu rtt=100ms capacity=1Gbit flow=1Mbit\n",
+      "x");
+  ASSERT_TRUE(topology.ok());
+  auto dropped_of_burst = [&](int mtu) {
+    auto model = LinkModel::Create(*topology, 1, mtu);
+    EXPECT_TRUE(model.ok());
+    const absl::Time t0 = absl::UnixEpoch();
+    for (int i = 0; i < 10; ++i) model->Admit(0, 1, 7, static_cast<uint64_t>(mtu), t0);
+    std::vector<LinkModel::Outcome> outcomes;
+    model->Advance(t0 + absl::Seconds(100), &outcomes);
+    EXPECT_EQ(outcomes.size(), 10u);
+    return std::count_if(outcomes.begin(), outcomes.end(),
+                         [](const LinkModel::Outcome& o) { return o.dropped; });
+  };
+  EXPECT_EQ(dropped_of_burst(9000), 0);
+  EXPECT_EQ(dropped_of_burst(1500), 0);
+  // Beyond the queue (16 packets here), the tail is dropped.
+  auto model = LinkModel::Create(*topology, 1, 9000);
+  ASSERT_TRUE(model.ok());
+  for (int i = 0; i < 20; ++i) model->Admit(0, 1, 7, 9000, absl::UnixEpoch());
+  std::vector<LinkModel::Outcome> outcomes;
+  model->Advance(absl::UnixEpoch() + absl::Seconds(100), &outcomes);
+  EXPECT_GT(std::count_if(outcomes.begin(), outcomes.end(),
+                          [](const LinkModel::Outcome& o) { return o.dropped; }),
+            0);
 }
 
 TEST(LinkModel, DelayLossAndNoReordering) {

@@ -1,0 +1,67 @@
+// hmc-perf as users run it: its plan comparison on four local ranks, and the tables' median.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "perf/perf_table.h"
+#include "tests/testing/command.h"
+
+namespace hmc {
+namespace {
+
+using testing_util::RunCommand;
+
+// The cells of the table row whose first cell is `plan`; empty if there is none.
+std::vector<std::string> RowOf(const std::string& output, const std::string& plan) {
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    std::vector<std::string> cells = absl::StrSplit(line, " | ");
+    if (cells.size() == 8 && cells[0] == "| " + plan) return cells;
+  }
+  return {};
+}
+
+TEST(HmcPerfPlans, EveryPlanRunsAlternatedAndIsCheckedAgainstTheExactSum) {
+  const testing_util::Outcome run =
+      RunCommand({HMC_PERF_PATH, "-n", "4", "-e", "1M", "-i", "3", "-w", "1", "--plans",
+                  "algo=ring; algo=butterfly shares=1,0,1,2 codec_intra=int8; auto"});
+  ASSERT_EQ(run.code, 0) << run.output;
+  for (const std::string plan : {"algo=ring", "auto"}) {
+    std::vector<std::string> row = RowOf(run.output, plan);
+    ASSERT_EQ(row.size(), 8u) << plan << "\n" << run.output;
+    EXPECT_EQ(std::count(row[1].begin(), row[1].end(), ','), 2) << "three timed rounds";
+    double error = 1;
+    ASSERT_TRUE(absl::SimpleAtod(row[5], &error)) << row[5];
+    EXPECT_LT(error, 1e-6) << plan;  // f32 sums of 4 values: rounding only.
+    EXPECT_EQ(row[6], "yes");
+  }
+  std::vector<std::string> lossy =
+      RowOf(run.output, "algo=butterfly shares=1,0,1,2 codec_intra=int8");
+  ASSERT_EQ(lossy.size(), 8u) << run.output;
+  double error = 0;
+  ASSERT_TRUE(absl::SimpleAtod(lossy[5], &error)) << lossy[5];
+  EXPECT_GT(error, 1e-4);  // int8 quantizes...
+  EXPECT_LT(error, 5e-2);  // ...within its bound.
+  EXPECT_EQ(lossy[6], "yes") << "every rank holds the owners' decoded bytes";
+  EXPECT_TRUE(absl::StrContains(lossy[7], "butterfly (forced; codecs inter=none intra=int8"))
+      << lossy[7];
+}
+
+TEST(HmcPerfPlans, AnUnknownKeyIsRefusedBeforeAnyRankStarts) {
+  const testing_util::Outcome run =
+      RunCommand({HMC_PERF_PATH, "-n", "2", "--plans", "algo=ring; colour=blue"});
+  EXPECT_EQ(run.code, 2) << run.output;
+  EXPECT_TRUE(absl::StrContains(run.output, "'colour=blue' in plan 'colour=blue'")) << run.output;
+}
+
+TEST(PerfTable, MedianOfAnEvenCountIsTheMeanOfTheMiddleTwo) {
+  EXPECT_EQ(perf::Median({}), 0);
+  EXPECT_EQ(perf::Median({3, 1, 2}), 2);
+  EXPECT_EQ(perf::Median({4, 1, 3, 2}), 2.5);
+}
+
+}  // namespace
+}  // namespace hmc
