@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <map>
 
@@ -320,10 +321,43 @@ void Communicator::AccountEgress(const std::vector<uint64_t>& bytes_sent_to,
   }
 }
 
+std::vector<std::string> Communicator::TrialCandidates(const std::string& rules_choice) const {
+  std::vector<std::string> candidates = {rules_choice};
+  const std::vector<int> zone_of = ZoneIndexes();
+  std::map<int, int> zone_sizes;
+  for (int z : zone_of) ++zone_sizes[z];
+  bool shared_zone = false;
+  for (const auto& [zone, ranks] : zone_sizes) shared_zone |= ranks > 1;
+  for (const char* algorithm : {"hierarchical", "butterfly", "ring"}) {
+    // Hierarchical differs from the ring only across several zones, one holding two ranks or more.
+    if (std::string(algorithm) == "hierarchical" && (zone_sizes.size() < 2 || !shared_zone)) {
+      continue;
+    }
+    if (algorithm != rules_choice) candidates.push_back(algorithm);
+  }
+  return candidates;
+}
+
 std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& out, ReduceOp op,
                                               const CallOptions& call) {
   absl::Status check = CheckBuffers(in, out, in.count, in.count);
   absl::StatusOr<AllReducePlan> planned = PlanAllReduce(in, call);
+  // An algorithm the rules chose for a large message is tried against the others (plan_trials.h).
+  std::string trial_class;
+  PlanTrials::Step step;
+  if (planned.ok() && options_.explore && size() > 1 && planned->why != "forced" &&
+      planned->algorithm != "halving_doubling") {
+    trial_class =
+        absl::StrFormat("%d|%s|%s|%s|%s|%s", std::bit_width(in.bytes()), DTypeName(in.dtype),
+                        ReduceOpName(op), planned->codec_inter, planned->codec_intra, call.shares);
+    const absl::Duration timeout =
+        call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
+    step = trials_.Next(trial_class, TrialCandidates(planned->algorithm), absl::Now() + timeout);
+    CallOptions tried = call;
+    tried.algo = step.algorithm;
+    planned = PlanAllReduce(in, tried);
+    if (planned.ok()) planned->why = step.why;
+  }
   if (check.ok() && !planned.ok()) check = planned.status();
   const AllReducePlan plan = planned.ok() ? *planned : AllReducePlan{};
   const std::vector<std::string> algorithms = {"ring", "halving_doubling", "hierarchical",
@@ -353,36 +387,52 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
                                  ? absl::StrFormat("%s; codecs inter=%s intra=%s", plan.why,
                                                    plan.codec_inter, plan.codec_intra)
                                  : plan.why;
+  auto run = [=, this](CollectiveContext& ctx) {
+    if (in.count == 0) return absl::OkStatus();
+    if (size() == 1) {
+      if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
+      return absl::OkStatus();
+    }
+    const std::vector<int> zone_of = ZoneIndexes();
+    if (plan.algorithm == "hierarchical") {
+      return HierarchicalAllReduce(ctx, zone_of, in.data, out.data, in.count, in.dtype, op, inter,
+                                   call.feedback);
+    }
+    if (plan.algorithm == "butterfly") {
+      LinkCodecs codecs;
+      bool spans_zones = false;
+      for (int p = 0; p < size(); ++p) {
+        codecs.for_peer.push_back(zone_of[p] == zone_of[rank_] ? intra : inter);
+        spans_zones |= zone_of[p] != zone_of[rank_];
+      }
+      codecs.gather = spans_zones ? inter : intra;
+      codecs.feedback = call.feedback;
+      return ButterflyAllReduce(ctx, in.data, out.data, in.count, in.dtype, op,
+                                PartsByWeight(in.count, plan.shares), codecs);
+    }
+    return plan.algorithm == "ring"
+               ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)
+               : HalvingDoublingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
+  };
+  if (step.trial < 0) return Launch(d, check, plan.algorithm, call, run, plan.chunk_bytes, detail);
+  // A trial: its time is the slowest rank's, agreed inside the call, so every rank records the
+  // same. Halving-doubling's phases are not among the candidates': its messages cannot meet theirs.
+  auto agreed = std::make_shared<double>(PlanTrials::kFailed);
   std::shared_ptr<Work> work = Launch(
       d, check, plan.algorithm, call,
-      [=, this](CollectiveContext& ctx) {
-        if (in.count == 0) return absl::OkStatus();
-        if (size() == 1) {
-          if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
-          return absl::OkStatus();
-        }
-        const std::vector<int> zone_of = ZoneIndexes();
-        if (plan.algorithm == "hierarchical") {
-          return HierarchicalAllReduce(ctx, zone_of, in.data, out.data, in.count, in.dtype, op,
-                                       inter, call.feedback);
-        }
-        if (plan.algorithm == "butterfly") {
-          LinkCodecs codecs;
-          bool spans_zones = false;
-          for (int p = 0; p < size(); ++p) {
-            codecs.for_peer.push_back(zone_of[p] == zone_of[rank_] ? intra : inter);
-            spans_zones |= zone_of[p] != zone_of[rank_];
-          }
-          codecs.gather = spans_zones ? inter : intra;
-          codecs.feedback = call.feedback;
-          return ButterflyAllReduce(ctx, in.data, out.data, in.count, in.dtype, op,
-                                    PartsByWeight(in.count, plan.shares), codecs);
-        }
-        return plan.algorithm == "ring"
-                   ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)
-                   : HalvingDoublingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
+      [run, agreed](CollectiveContext& ctx) {
+        const absl::Time start = absl::Now();
+        absl::Status s = run(ctx);
+        double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+        if (s.ok())
+          s = HalvingDoublingAllReduce(ctx, &seconds, &seconds, 1, DType::kF64, ReduceOp::kMax);
+        if (s.ok()) *agreed = seconds;
+        return s;
       },
       plan.chunk_bytes, detail);
+  work->OnDone([this, trial_class, trial = step.trial, agreed](const absl::Status& status) {
+    trials_.Finished(trial_class, trial, status.ok() ? *agreed : PlanTrials::kFailed);
+  });
   return work;
 }
 

@@ -16,6 +16,7 @@
 #include "collectives/collective_context.h"
 #include "collectives/egress.h"
 #include "collectives/link_probe.h"
+#include "collectives/plan_trials.h"
 #include "collectives/scratch_pool.h"
 #include "collectives/stream_probe.h"
 #include "collectives/tuner.h"
@@ -129,6 +130,8 @@ class Communicator {
   std::string UserKey(const std::string& key) const;
   // Each rank's zone as a small integer, in order of first appearance.
   std::vector<int> ZoneIndexes() const;
+  // The algorithms an auto all-reduce tries, the rules' choice first.
+  std::vector<std::string> TrialCandidates(const std::string& rules_choice) const;
   // Measures the ring's links and sets every channel's active streams (stream_probe.cc).
   absl::Status ProbeStreams();
 
@@ -143,6 +146,7 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   ScratchPool scratch_;
   std::unique_ptr<WorkerPool> pool_;
+  PlanTrials trials_;
 
   mutable Mutex mu_;
   uint32_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;

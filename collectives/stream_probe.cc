@@ -18,11 +18,16 @@ namespace {
 constexpr size_t kChunkBytes = 64 << 10;
 constexpr int kPings = 5;
 constexpr double kSlowStartShare = 0.4;
+// All streams carried at least this share of max_streams times one stream's rate: linear scaling.
+constexpr double kLinearShare = 0.5;
 
 }  // namespace
 
 int StreamsToReach(double one_mbit, double all_mbit, int max_streams) {
   if (one_mbit <= 0) return max_streams;
+  // Where every stream still added about as much as the first, the path caps each flow and the
+  // connections ran out before it filled: more of them is all that helps.
+  if (all_mbit >= kLinearShare * max_streams * one_mbit) return max_streams;
   const int wanted = static_cast<int>(std::ceil(0.9 * all_mbit / one_mbit - 1e-9));
   return std::clamp(wanted, 1, max_streams);
 }

@@ -43,7 +43,9 @@ inline constexpr double kLongLinkRttMs = 10;
 // copy, so streams only carry small ones.
 inline constexpr int kLocalStreams = 4;
 
-// The streams a link needs to carry 90% of `all_mbit` when one stream carried `one_mbit`.
+// The streams a link needs to carry 90% of `all_mbit` when one stream carried `one_mbit`; all of
+// them where `all_mbit` grew about linearly with the streams (half of max_streams times `one_mbit`
+// or more): such a path caps each flow, and had more to give.
 int StreamsToReach(double one_mbit, double all_mbit, int max_streams);
 
 // The streams of each link class from every ring link's choice (0: local, not probed) and round

@@ -66,6 +66,10 @@ const OptionSpec kOptionTable[] = {
     {"probe", &Options::probe,
      "Measure round trip and bandwidth between every pair of ranks at creation (bounded: about "
      "20 round trips of the longest link, at most 2 s)."},
+    {"explore", &Options::explore,
+     "auto: the first all-reduces of each size class (a power of two of bytes, dtype, op, codecs) "
+     "run each candidate algorithm once, the rules' choice first, and later ones run the fastest "
+     "(times agreed by all ranks); 0: the rules alone."},
     {"prices", &Options::prices,
      "Egress price table (lines FROM_ZONE TO_ZONE USD_PER_GB); empty: built-in cloud prices."},
     {"small_message_bytes", &Options::small_message_bytes,

@@ -83,7 +83,9 @@ int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_
   std::vector<PlanOutcome> outcomes(p);
   for (int round = 0; round < warmup + rounds; ++round) {
     for (int i = 0; i < p; ++i) {
-      const int k = (i + round) % p;
+      // Each round starts one plan later and runs the other way round from the last, so that no
+      // plan always follows the same one (a plan right after its twin finds its links warm).
+      const int k = (round % 2 == 0 ? i + round : p - 1 - i + round) % p;
       if (absl::Status s = comm.Barrier()->Wait(); !s.ok()) {
         std::fprintf(stderr, "hmc-perf: rank %d: %s\n", comm.rank(), s.ToString().c_str());
         return 1;

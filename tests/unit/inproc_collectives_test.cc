@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -135,6 +136,43 @@ TEST(InprocCollectives, HierarchicalLongVectorOverUnevenZones) {
              }
            },
            options, {"a", "a", "a", "b", "b", "c"});
+}
+
+// Auto all-reduces of one size class try each candidate once, then all ranks run the same fastest
+// one (a rank that chose otherwise would fail the argument check's plan fingerprint); every call's
+// result is exact.
+TEST(InprocCollectives, AutoTriesEachCandidateThenEveryRankRunsTheFastest) {
+  constexpr size_t kCount = (size_t{1} << 20) + 5;
+  RunGroup(
+      4,
+      [&](int rank, Communicator& comm) {
+        std::vector<std::string> ran;
+        for (int call = 0; call < 5; ++call) {
+          std::vector<float> data(kCount);
+          FillPattern(data.data(), kCount, DType::kF32, rank, ReduceOp::kSum);
+          Buffer b{data.data(), kCount, DType::kF32};
+          auto work = comm.AllReduce(b, b, ReduceOp::kSum);
+          ASSERT_TRUE(work->Wait().ok());
+          EXPECT_EQ(CountMismatches(data.data(), kCount, DType::kF32,
+                                    [&](size_t i) {
+                                      return ReferenceReduction(4, i, DType::kF32, ReduceOp::kSum);
+                                    }),
+                    0u);
+          ran.push_back(work->report().algorithm);
+          if (call < 3) {
+            EXPECT_TRUE(absl::StrContains(work->report().plan, "trial")) << work->report().plan;
+          } else {
+            EXPECT_TRUE(absl::StrContains(work->report().plan, "fastest of its trials"))
+                << work->report().plan;
+          }
+        }
+        // The rules' choice first, then the other candidates, then the fastest, kept.
+        EXPECT_EQ(ran[0], "hierarchical");
+        EXPECT_EQ(std::set<std::string>(ran.begin(), ran.begin() + 3),
+                  (std::set<std::string>{"hierarchical", "butterfly", "ring"}));
+        EXPECT_EQ(ran[3], ran[4]);
+      },
+      Options(), {"a", "a", "b", "b"});
 }
 
 TEST(InprocCollectives, ReduceScatterAllGatherBroadcastBarrier) {

@@ -7,12 +7,14 @@
 namespace hmc {
 namespace {
 
-TEST(StreamsToReach, AsksForEnoughStreamsToCarryNinetyPercent) {
-  EXPECT_EQ(StreamsToReach(10, 80, 32), 8);    // Per-flow cap 10 on an 80 path: 72 / 10.
-  EXPECT_EQ(StreamsToReach(21, 671, 32), 29);  // 603.9 / 21 = 28.8.
-  EXPECT_EQ(StreamsToReach(500, 520, 32), 1);  // One stream already fills the link.
-  EXPECT_EQ(StreamsToReach(10, 900, 16), 16);  // Never more than there are.
-  EXPECT_EQ(StreamsToReach(0, 10, 16), 16);    // Nothing came through one stream.
+TEST(StreamsToReach, AsksForEnoughStreamsToCarryNinetyPercentOrAllWhereTheyScaled) {
+  EXPECT_EQ(StreamsToReach(10, 80, 32), 8);      // Per-flow cap 10 on an 80 path: 72 / 10.
+  EXPECT_EQ(StreamsToReach(21, 300, 32), 13);    // 270 / 21 = 12.9.
+  EXPECT_EQ(StreamsToReach(21, 671, 32), 32);    // 32 streams carried 32 × 21 · 1.0: take all.
+  EXPECT_EQ(StreamsToReach(2.3, 60.4, 32), 32);  // 82% of linear (the four continents × 0.02).
+  EXPECT_EQ(StreamsToReach(500, 520, 32), 1);    // One stream already fills the link.
+  EXPECT_EQ(StreamsToReach(10, 900, 16), 16);    // Never more than there are.
+  EXPECT_EQ(StreamsToReach(0, 10, 16), 16);      // Nothing came through one stream.
 }
 
 TEST(RateMeter, LeavesSlowStartOut) {

@@ -3,6 +3,8 @@
 #include "transports/tcp/tcp_transport.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <numeric>
@@ -231,6 +233,29 @@ TEST(TcpTransport, WorksOverIpv6) {
                   .ok());
   ASSERT_TRUE(r->Wait(absl::Now() + absl::Seconds(10)).ok());
   EXPECT_EQ(got, data);
+}
+
+// HMC_TCP_CONGESTION: every TCP connection runs the named congestion control; a name the kernel
+// lacks fails the transport's creation, naming it.
+TEST(TcpTransport, ConnectionsRunTheChosenCongestionControl) {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
+  ASSERT_TRUE(SetCongestionControl(fd.get(), "reno").ok());
+  char name[16] = {};
+  socklen_t length = sizeof(name);
+  ASSERT_EQ(getsockopt(fd.get(), IPPROTO_TCP, TCP_CONGESTION, name, &length), 0);
+  EXPECT_STREQ(name, "reno");
+
+  Mesh mesh = Connect(2, 2, /*local=*/false, "127.0.0.1:0",
+                      [](int, TcpTransportConfig& c) { c.tcp_congestion = "reno"; });
+  ExchangeBothWays(mesh, 1, 1 << 20, 1 << 20, /*up_to=*/false);
+
+  TcpTransportConfig config = Config("127.0.0.1:0", 1);
+  config.tcp_congestion = "no-such-algorithm";
+  auto refused = TcpTransport::Create(config);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(
+      absl::StrContains(refused.status().message(), "TCP congestion control 'no-such-algorithm'"))
+      << refused.status();
 }
 
 TEST(TcpTransport, SizeMismatchFailsTheChannelNamingThePeer) {

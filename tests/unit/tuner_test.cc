@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "collectives/egress.h"
 #include "collectives/link_probe.h"
+#include "collectives/plan_trials.h"
 #include "collectives/shares.h"
 
 namespace hmc {
@@ -170,6 +172,42 @@ TEST(LinkMatrix, RowsTravelAsTextAndBack) {
   EXPECT_FALSE(copy.ParseRow(0, "1/x,3/4,5/6").ok());
   EXPECT_TRUE(absl::StrContains(m.ToTable(), "60.0"));
   EXPECT_EQ(m.PeerBandwidth()[0], std::min(10.0 + 20, 30.0 + 50));
+}
+
+TEST(PlanTrials, TriesEveryCandidateInOrderThenKeepsTheFastest) {
+  PlanTrials trials;
+  const std::vector<std::string> candidates = {"hierarchical", "butterfly", "ring"};
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (int i = 0; i < 3; ++i) {
+    const PlanTrials::Step step = trials.Next("64M", candidates, deadline);
+    EXPECT_EQ(step.algorithm, candidates[i]);
+    EXPECT_EQ(step.trial, i);
+  }
+  // Another class keeps its own trials.
+  EXPECT_EQ(trials.Next("1M", candidates, deadline).trial, 0);
+  // The choice waits for the trials still running, here on another thread.
+  std::thread finisher([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    trials.Finished("64M", 0, 2.5);
+    trials.Finished("64M", 2, PlanTrials::kFailed);
+    trials.Finished("64M", 1, 1.5);
+  });
+  const PlanTrials::Step chosen = trials.Next("64M", candidates, deadline);
+  finisher.join();
+  EXPECT_EQ(chosen.algorithm, "butterfly");
+  EXPECT_EQ(chosen.trial, -1);
+  EXPECT_TRUE(absl::StrContains(chosen.why, "butterfly 1.5 s")) << chosen.why;
+  EXPECT_EQ(trials.Next("64M", candidates, deadline).algorithm, "butterfly");
+}
+
+TEST(PlanTrials, UnfinishedTrialsFallBackToTheRulesChoiceAtTheDeadline) {
+  PlanTrials trials;
+  const std::vector<std::string> candidates = {"ring", "butterfly"};
+  trials.Next("x", candidates, absl::Now());
+  trials.Next("x", candidates, absl::Now());
+  const PlanTrials::Step step = trials.Next("x", candidates, absl::Now() + absl::Milliseconds(20));
+  EXPECT_EQ(step.algorithm, "ring");
+  EXPECT_EQ(step.trial, -1);
 }
 
 }  // namespace
