@@ -149,7 +149,10 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
   const Range own = blocks[j];
   FinalizeReduction(out + own.begin * out_es, acc + own.begin * es, own.count, dtype, op,
                     static_cast<int>(zone_of.size()));
-  if (m == 1) return absl::OkStatus();
+  if (m == 1) {
+    ctx.EndPhase("gather in zone");  // None to gather; every rank reports the same phases.
+    return absl::OkStatus();
+  }
   if (relay_encoded) {
     // Every mate's pieces, laid out as its cross-zone butterflies cut them.
     std::vector<std::vector<Range>> layout(m);

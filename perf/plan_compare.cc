@@ -20,6 +20,8 @@ namespace {
 
 // The error is measured on a sample: the exact sum of n ranks' deviates costs n of them per value.
 constexpr size_t kErrorSampleValues = size_t{1} << 20;
+// Phases a plan's report may show (hierarchical has three).
+constexpr size_t kMaxPhases = 8;
 
 struct PlanOutcome {
   std::vector<double> seconds;  // Timed rounds, in round order.
@@ -114,16 +116,17 @@ int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_
         return 1;
       }
       o.same_bits = sums[0] == -sums[1];
-      // Each phase's longest time over the ranks (every rank runs the same phases).
-      std::vector<double> phase_seconds;
-      for (const auto& [name, time] : o.report.phases) {
-        phase_seconds.push_back(absl::ToDoubleSeconds(time));
+      // Each phase's longest time over the ranks, named as rank 0 names them (a fixed count, so
+      // that every rank takes part in the reduction whatever phases it ran).
+      std::vector<double> phase_seconds(kMaxPhases, 0.0);
+      const size_t phases = std::min(kMaxPhases, o.report.phases.size());
+      for (size_t j = 0; j < phases; ++j) {
+        phase_seconds[j] = absl::ToDoubleSeconds(o.report.phases[j].second);
       }
-      if (!phase_seconds.empty() && !ReduceInPlace(comm, phase_seconds.data(), phase_seconds.size(),
-                                                   DType::kF64, ReduceOp::kMax)) {
+      if (!ReduceInPlace(comm, phase_seconds.data(), kMaxPhases, DType::kF64, ReduceOp::kMax)) {
         return 1;
       }
-      for (size_t j = 0; j < phase_seconds.size(); ++j) {
+      for (size_t j = 0; j < phases; ++j) {
         absl::StrAppendFormat(&o.phases, "%s%s %.2f s",
                               j == 0 ? "; slowest rank per phase: " : ", ",
                               o.report.phases[j].first, phase_seconds[j]);

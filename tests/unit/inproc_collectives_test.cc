@@ -126,13 +126,17 @@ TEST(InprocCollectives, HierarchicalLongVectorOverUnevenZones) {
                std::vector<uint8_t> data(kCount * DTypeSize(dtype));
                FillPattern(data.data(), kCount, dtype, rank, ReduceOp::kSum);
                Buffer b{data.data(), kCount, dtype};
-               ASSERT_TRUE(comm.AllReduce(b, b, ReduceOp::kSum)->Wait().ok());
+               auto work = comm.AllReduce(b, b, ReduceOp::kSum);
+               ASSERT_TRUE(work->Wait().ok());
                EXPECT_EQ(CountMismatches(data.data(), kCount, dtype,
                                          [&](size_t i) {
                                            return ReferenceReduction(6, i, dtype, ReduceOp::kSum);
                                          }),
                          0u)
                    << DTypeName(dtype);
+               // Every rank reports the same phases, the lone rank of zone c too.
+               ASSERT_EQ(work->report().phases.size(), 3u) << "rank " << rank;
+               EXPECT_EQ(work->report().phases[2].first, "gather in zone");
              }
            },
            options, {"a", "a", "a", "b", "b", "c"});
