@@ -345,7 +345,7 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
   // An algorithm the rules chose for a large message is tried against the others (plan_trials.h).
   std::string trial_class;
   PlanTrials::Step step;
-  if (planned.ok() && options_.explore && size() > 1 && planned->why != "forced" &&
+  if (planned.ok() && options_.explore && size() > 1 && !planned->algorithm_forced &&
       planned->algorithm != "halving_doubling") {
     trial_class =
         absl::StrFormat("%d|%s|%s|%s|%s|%s", std::bit_width(in.bytes()), DTypeName(in.dtype),
@@ -424,8 +424,9 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
         const absl::Time start = absl::Now();
         absl::Status s = run(ctx);
         double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-        if (s.ok())
+        if (s.ok()) {
           s = HalvingDoublingAllReduce(ctx, &seconds, &seconds, 1, DType::kF64, ReduceOp::kMax);
+        }
         if (s.ok()) *agreed = seconds;
         return s;
       },

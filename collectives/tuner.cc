@@ -73,6 +73,7 @@ absl::StatusOr<AllReducePlan> ChoosePlan(const TunerInput& in) {
   if (!Auto(in.algo)) {
     plan.algorithm = in.algo;
     plan.why = "forced";
+    plan.algorithm_forced = true;
   } else if (in.bytes < in.small_message_bytes) {
     plan.algorithm = "halving_doubling";
     plan.why = "small message";

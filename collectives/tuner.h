@@ -19,6 +19,7 @@ struct AllReducePlan {
   std::vector<double> shares;        // Butterfly: each rank's share of the vector.
   size_t chunk_bytes = 0;            // Pipeline segment.
   std::string why;                   // The rule that chose the algorithm, for reports.
+  bool algorithm_forced = false;     // By an option or the call, not by the rules.
   uint32_t Fingerprint() const;
 };
 

@@ -140,8 +140,8 @@ int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_
   const double fastest = *std::min_element(medians.begin(), medians.end());
   std::printf(
       "# hmc-perf plans: %d ranks, all-reduce of %llu B f32 sum, %d timed rounds after %d "
-      "warm-up, plans alternated (each round starts one plan later); a call's time is its "
-      "slowest rank's\n",
+      "warm-up, plans alternated (each round starts one plan later, in the other direction); a "
+      "call's time is its slowest rank's\n",
       n, static_cast<unsigned long long>(bytes), rounds, warmup);
   std::printf(
       "| plan | rounds (s) | median (s) | × fastest | egress $/GB | rel. L2 error | "
