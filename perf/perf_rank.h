@@ -14,8 +14,8 @@ namespace hmc::perf {
 float GaussianValue(int rank, size_t index);
 
 // Relative L2 error of an f32 sum or average over `ranks` of GaussianValue against the exact
-// reduction in double.
-double GaussianError(ReduceOp op, int ranks, const float* out, size_t count);
+// reduction in double, over every `stride`-th value (the exact value costs `ranks` deviates).
+double GaussianError(ReduceOp op, int ranks, const float* out, size_t count, size_t stride = 1);
 
 // Reduces `count` values in place across the group (times, counts, checksums); prints the error
 // and returns false if that fails. Always by halving-doubling, whatever --algo forces, so that

@@ -1,7 +1,6 @@
 #include "perf/plan_compare.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <span>
 
@@ -31,18 +30,6 @@ struct PlanOutcome {
   bool same_bits = true;
   std::string phases;  // Of the last call, each phase's longest time over the ranks.
 };
-
-double SampledError(const float* out, size_t count, int ranks) {
-  const size_t stride = std::max<size_t>(1, count / kErrorSampleValues);
-  double err = 0, norm = 0;
-  for (size_t i = 0; i < count; i += stride) {
-    double want = 0;
-    for (int r = 0; r < ranks; ++r) want += GaussianValue(r, i);
-    err += (out[i] - want) * (out[i] - want);
-    norm += want * want;
-  }
-  return norm > 0 ? std::sqrt(err / norm) : 0;
-}
 
 }  // namespace
 
@@ -131,7 +118,10 @@ int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_
                               j == 0 ? "; slowest rank per phase: " : ", ",
                               o.report.phases[j].first, phase_seconds[j]);
       }
-      if (comm.rank() == 0) o.l2_error = SampledError(out.data(), count, n);
+      if (comm.rank() == 0) {
+        o.l2_error = GaussianError(ReduceOp::kSum, n, out.data(), count,
+                                   std::max<size_t>(1, count / kErrorSampleValues));
+      }
     }
   }
   if (comm.rank() != 0) return 0;
