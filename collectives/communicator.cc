@@ -323,17 +323,11 @@ void Communicator::AccountEgress(const std::vector<uint64_t>& bytes_sent_to,
 
 std::vector<std::string> Communicator::TrialCandidates(const std::string& rules_choice) const {
   std::vector<std::string> candidates = {rules_choice};
-  const std::vector<int> zone_of = ZoneIndexes();
-  std::map<int, int> zone_sizes;
-  for (int z : zone_of) ++zone_sizes[z];
-  bool shared_zone = false;
-  for (const auto& [zone, ranks] : zone_sizes) shared_zone |= ranks > 1;
+  const bool hierarchical = ZonesShareRanks(ZoneIndexes());
   for (const char* algorithm : {"hierarchical", "butterfly", "ring"}) {
-    // Hierarchical differs from the ring only across several zones, one holding two ranks or more.
-    if (std::string(algorithm) == "hierarchical" && (zone_sizes.size() < 2 || !shared_zone)) {
-      continue;
-    }
-    if (algorithm != rules_choice) candidates.push_back(algorithm);
+    if (algorithm == rules_choice) continue;
+    if (std::string(algorithm) == "hierarchical" && !hierarchical) continue;
+    candidates.push_back(algorithm);
   }
   return candidates;
 }

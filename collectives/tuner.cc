@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <map>
-#include <set>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
@@ -54,14 +53,17 @@ uint32_t AllReducePlan::Fingerprint() const {
       std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
+bool ZonesShareRanks(const std::vector<int>& zone_of) {
+  std::map<int, int> zone_sizes;
+  for (int z : zone_of) ++zone_sizes[z];
+  int largest_zone = 0;
+  for (const auto& [zone, size] : zone_sizes) largest_zone = std::max(largest_zone, size);
+  return zone_sizes.size() > 1 && largest_zone > 1;
+}
+
 absl::StatusOr<AllReducePlan> ChoosePlan(const TunerInput& in) {
   const size_t n = in.zone_of.size();
   const bool measured = in.links != nullptr && in.links->measured();
-  const std::set<int> zones(in.zone_of.begin(), in.zone_of.end());
-  std::map<int, int> zone_sizes;
-  for (int z : in.zone_of) ++zone_sizes[z];
-  int largest_zone = 0;
-  for (const auto& [zone, size] : zone_sizes) largest_zone = std::max(largest_zone, size);
   std::vector<double> bandwidth = measured ? in.links->PeerBandwidth() : std::vector<double>();
   double imbalance = 1;
   if (measured) {
@@ -77,7 +79,7 @@ absl::StatusOr<AllReducePlan> ChoosePlan(const TunerInput& in) {
   } else if (in.bytes < in.small_message_bytes) {
     plan.algorithm = "halving_doubling";
     plan.why = "small message";
-  } else if (zones.size() > 1 && largest_zone > 1) {
+  } else if (ZonesShareRanks(in.zone_of)) {
     plan.algorithm = "hierarchical";
     plan.why = "several zones";
   } else if (measured && imbalance > kImbalanceForShares) {

@@ -39,6 +39,10 @@ struct TunerInput {
   double codec_encode_bytes_per_s = 0;
 };
 
+// Whether the hierarchical plan differs from a ring: ranks in several zones, one of them holding
+// two ranks or more (`zone_of`: each rank's zone index).
+bool ZonesShareRanks(const std::vector<int>& zone_of);
+
 // The codec `codec_*=auto` chooses where compression pays off.
 inline constexpr char kAutoCodec[] = "int8:block=256";
 

@@ -1,6 +1,7 @@
 #include "launcher/rank_command.h"
 
 #include <map>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -43,12 +44,27 @@ namespace {
 
 constexpr char kTokenVariable[] = "HMC_TOKEN";
 
+// `env` without the token, and the token (empty: none).
+std::pair<std::vector<std::string>, std::string> SplitToken(const std::vector<std::string>& env) {
+  std::pair<std::vector<std::string>, std::string> split;
+  const std::string prefix = absl::StrCat(kTokenVariable, "=");
+  for (const std::string& entry : env) {
+    if (absl::StartsWith(entry, prefix)) {
+      split.second = entry.substr(prefix.size());
+    } else {
+      split.first.push_back(entry);
+    }
+  }
+  return split;
+}
+
+// With a token, the script reads it from the session's first line of input before anything else.
 std::string RemoteScript(const std::vector<std::string>& program,
-                         const std::vector<std::string>& env, const RemoteSettings& remote) {
+                         const std::vector<std::string>& env, bool token_on_stdin,
+                         const RemoteSettings& remote) {
   std::vector<std::string> exports;
   for (const std::string& entry : env) {
     const size_t eq = entry.find('=');
-    if (entry.substr(0, eq) == kTokenVariable) continue;  // Comes on stdin.
     exports.push_back(entry.substr(0, eq + 1) + ShellQuote(entry.substr(eq + 1)));
   }
   std::vector<std::string> words;
@@ -61,8 +77,12 @@ std::string RemoteScript(const std::vector<std::string>& program,
           ? ""
           : absl::StrCat("cd ", ShellQuote(remote.working_dir), " 2>/dev/null; "),
       exports.empty() ? "" : absl::StrCat("export ", absl::StrJoin(exports, " "), "; "),
-      "exec 3<&0; IFS= read -r HMC_TOKEN <&3; export HMC_TOKEN; ", absl::StrJoin(words, " "),
-      " 3<&- </dev/null & child=$!; ", "trap 'kill -TERM $child 2>/dev/null' TERM INT HUP; ",
+      "exec 3<&0; ",
+      token_on_stdin
+          ? absl::StrCat("IFS= read -r ", kTokenVariable, " <&3; export ", kTokenVariable, "; ")
+          : "",
+      absl::StrJoin(words, " "), " 3<&- </dev/null & child=$!; ",
+      "trap 'kill -TERM $child 2>/dev/null' TERM INT HUP; ",
       "(read -r _ <&3; kill -TERM $child 2>/dev/null) >/dev/null 2>&1 & watcher=$!; ",
       "exec 3<&-; status=0; while kill -0 $child 2>/dev/null; do wait $child; status=$?; done; ",
       "kill $watcher 2>/dev/null; exit $status");
@@ -96,13 +116,10 @@ RankCommand BuildRankCommand(const InventoryHost& host, const std::vector<std::s
         }
       }
       command.argv.push_back(host.address);
-      command.argv.push_back(RemoteScript(program, env, remote));
+      const auto [exported, token] = SplitToken(env);
+      command.argv.push_back(RemoteScript(program, exported, !token.empty(), remote));
       command.stdin_pipe = true;
-      for (const std::string& entry : env) {
-        if (absl::StartsWith(entry, absl::StrCat(kTokenVariable, "="))) {
-          command.stdin_text = entry.substr(sizeof(kTokenVariable)) + "\n";
-        }
-      }
+      if (!token.empty()) command.stdin_text = token + "\n";
       break;
     }
   }

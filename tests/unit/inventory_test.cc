@@ -175,6 +175,10 @@ TEST(RankCommand, EachConnectionBuildsItsCommand) {
   for (const std::string& arg : ssh.argv) EXPECT_FALSE(absl::StrContains(arg, "s3cret")) << arg;
   RankCommand moved = BuildRankCommand(inv.hosts[2], program, env, {.remote_path = "/opt/p"});
   EXPECT_THAT(moved.argv.back(), HasSubstr("'/opt/p' 'it'\\''s'"));
+  // Without a token nothing waits for one: the program starts straight away.
+  RankCommand tokenless = BuildRankCommand(inv.hosts[2], program, {"HMC_RANK=1"}, {});
+  EXPECT_THAT(tokenless.argv.back(), HasSubstr("exec 3<&0; '/bin/prog'"));
+  EXPECT_EQ(tokenless.stdin_text, "");
 }
 
 }  // namespace

@@ -11,7 +11,9 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "core/auth.h"
 #include "core/coordinator_protocol.h"
 #include "tests/testing/raw_socket.h"
@@ -248,6 +250,25 @@ TEST(TcpTransport, ConnectionsRunTheChosenCongestionControl) {
   Mesh mesh = Connect(2, 2, /*local=*/false, "127.0.0.1:0",
                       [](int, TcpTransportConfig& c) { c.tcp_congestion = "reno"; });
   ExchangeBothWays(mesh, 1, 1 << 20, 1 << 20, /*up_to=*/false);
+  // Both ends of both streams to rank 0's listener, as the kernel reports them: the connecting
+  // side set it, the accepted side inherited it from the listener.
+  const std::string address = mesh.transports[0]->tcp_address();
+  const std::string port = address.substr(address.rfind(':') + 1);
+  FILE* ss = popen(
+      absl::StrCat("ss -tinH state established '( sport = :", port, " or dport = :", port, " )'")
+          .c_str(),
+      "r");
+  ASSERT_NE(ss, nullptr);
+  std::string listing;
+  char line[4096];
+  while (fgets(line, sizeof(line), ss) != nullptr) listing += line;
+  ASSERT_EQ(pclose(ss), 0) << listing;
+  int reno = 0, other = 0;
+  for (absl::string_view l : absl::StrSplit(listing, '\n')) {
+    if (absl::StrContains(l, " rtt:")) ++(absl::StrContains(l, "reno") ? reno : other);
+  }
+  EXPECT_EQ(reno, 4) << listing;
+  EXPECT_EQ(other, 0) << listing;
 
   TcpTransportConfig config = Config("127.0.0.1:0", 1);
   config.tcp_congestion = "no-such-algorithm";
