@@ -29,7 +29,21 @@ struct PlanOutcome {
   double l2_error = 0;
   bool same_bits = true;
   std::string phases;  // Of the last call, each phase's longest time over the ranks.
+  std::vector<std::string> rank_phases;  // Of the last call, every rank's phases, on rank 0.
 };
+
+// "in zone 8.02, across zones 6.10 (ends 14.12 s)": a rank's phases and when its call ended.
+std::string PhaseLine(const std::vector<std::pair<std::string, absl::Duration>>& names,
+                      const double* seconds, size_t phases) {
+  std::string line;
+  double total = 0;
+  for (size_t j = 0; j < phases; ++j) {
+    absl::StrAppendFormat(&line, "%s%s %.2f", j == 0 ? "" : ", ", names[j].first, seconds[j]);
+    total += seconds[j];
+  }
+  absl::StrAppendFormat(&line, " (ends %.2f s)", total);
+  return line;
+}
 
 }  // namespace
 
@@ -103,20 +117,27 @@ int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_
         return 1;
       }
       o.same_bits = sums[0] == -sums[1];
-      // Each phase's longest time over the ranks, named as rank 0 names them (a fixed count, so
-      // that every rank takes part in the reduction whatever phases it ran).
-      std::vector<double> phase_seconds(kMaxPhases, 0.0);
+      // Every rank's phases (row r: rank r's, summed into place), named as rank 0 names them (a
+      // fixed count, so that every rank takes part in the reduction whatever phases it ran).
+      std::vector<double> phase_seconds(n * kMaxPhases, 0.0);
       const size_t phases = std::min(kMaxPhases, o.report.phases.size());
       for (size_t j = 0; j < phases; ++j) {
-        phase_seconds[j] = absl::ToDoubleSeconds(o.report.phases[j].second);
+        phase_seconds[comm.rank() * kMaxPhases + j] =
+            absl::ToDoubleSeconds(o.report.phases[j].second);
       }
-      if (!ReduceInPlace(comm, phase_seconds.data(), kMaxPhases, DType::kF64, ReduceOp::kMax)) {
+      if (!ReduceInPlace(comm, phase_seconds.data(), phase_seconds.size(), DType::kF64,
+                         ReduceOp::kSum)) {
         return 1;
       }
       for (size_t j = 0; j < phases; ++j) {
+        double slowest = 0;
+        for (int r = 0; r < n; ++r) slowest = std::max(slowest, phase_seconds[r * kMaxPhases + j]);
         absl::StrAppendFormat(&o.phases, "%s%s %.2f s",
                               j == 0 ? "; slowest rank per phase: " : ", ",
-                              o.report.phases[j].first, phase_seconds[j]);
+                              o.report.phases[j].first, slowest);
+      }
+      for (int r = 0; r < n && phases > 0; ++r) {
+        o.rank_phases.push_back(PhaseLine(o.report.phases, &phase_seconds[r * kMaxPhases], phases));
       }
       if (comm.rank() == 0) {
         o.l2_error = GaussianError(ReduceOp::kSum, n, out.data(), count,
@@ -148,6 +169,14 @@ int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_
                 medians[k], medians[k] / fastest, o.egress_usd / (bytes / 1e9), o.l2_error,
                 o.same_bits ? "yes" : "NO", o.report.algorithm.c_str(), o.report.plan.c_str(),
                 o.phases.c_str());
+  }
+  // Where the slowest rank's time went: each phase waits for the ranks it needs, so a phase that
+  // ends late on one rank lengthens the next phase of others.
+  for (int k = 0; k < p; ++k) {
+    for (size_t r = 0; r < outcomes[k].rank_phases.size(); ++r) {
+      std::printf("# %s, last round, rank %zu: %s\n", plans[k].label.c_str(), r,
+                  outcomes[k].rank_phases[r].c_str());
+    }
   }
   return agreed ? 0 : 1;
 }

@@ -28,7 +28,9 @@ absl::StatusOr<std::vector<PlanSpec>> ParsePlans(absl::string_view text);
 // round and in the opposite order. Each call starts after a barrier and lasts until its slowest
 // rank is done. Rank 0 prints one row per plan: the rounds' times, their median and its ratio to
 // the fastest plan's, the egress per GB averaged, the relative L2 error against the exact sum,
-// whether every rank held the same bits, and the plan the call ran. Returns the process's exit
+// whether every rank held the same bits, and the plan the call ran; then, for the last round,
+// every rank's phases (each from the end of the last; the first from the call's start). Returns
+// the process's exit
 // status: 0, or 1 when a call failed or ranks disagreed.
 int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_t bytes, int rounds,
                  int warmup);

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "perf/perf_table.h"
 #include "tests/testing/command.h"
@@ -27,9 +28,10 @@ std::vector<std::string> RowOf(const std::string& output, const std::string& pla
 TEST(HmcPerfPlans, EveryPlanRunsAlternatedAndIsCheckedAgainstTheExactSum) {
   const testing_util::Outcome run =
       RunCommand({HMC_PERF_PATH, "-n", "4", "-e", "1M", "-i", "3", "-w", "1", "--plans",
-                  "algo=ring; algo=butterfly shares=1,0,1,2 codec_intra=int8; auto"});
+                  "algo=ring; algo=butterfly shares=1,0,1,2 codec_intra=int8; auto; "
+                  "algo=hierarchical"});
   ASSERT_EQ(run.code, 0) << run.output;
-  for (const std::string plan : {"algo=ring", "auto"}) {
+  for (const std::string plan : {"algo=ring", "auto", "algo=hierarchical"}) {
     std::vector<std::string> row = RowOf(run.output, plan);
     ASSERT_EQ(row.size(), 8u) << plan << "\n" << run.output;
     EXPECT_EQ(std::count(row[1].begin(), row[1].end(), ','), 2) << "three timed rounds";
@@ -48,6 +50,14 @@ TEST(HmcPerfPlans, EveryPlanRunsAlternatedAndIsCheckedAgainstTheExactSum) {
   EXPECT_EQ(lossy[6], "yes") << "every rank holds the owners' decoded bytes";
   EXPECT_TRUE(absl::StrContains(lossy[7], "butterfly (forced; codecs inter=none intra=int8"))
       << lossy[7];
+  // Every rank's phases of the last round, for the plan that has phases.
+  for (int rank = 0; rank < 4; ++rank) {
+    const std::string line =
+        absl::StrFormat("# algo=hierarchical, last round, rank %d: in zone ", rank);
+    EXPECT_TRUE(absl::StrContains(run.output, line)) << line << "\n" << run.output;
+  }
+  EXPECT_FALSE(absl::StrContains(run.output, "# algo=ring, last round"))
+      << "the ring has no phases";
 }
 
 TEST(HmcPerfPlans, AnUnknownKeyIsRefusedBeforeAnyRankStarts) {
