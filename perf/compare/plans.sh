@@ -37,6 +37,6 @@ table=$(perf/wanem/run.sh $prefix "$bin/hmc-perf" -e "$size" -i "${ROUNDS:-3}" -
   echo
   echo "\`SIZE=$size SCALE=$scale ROUNDS=${ROUNDS:-3} WARMUP=${WARMUP:-1} TCP=${TCP:-cubic}${EXTRA:+ EXTRA='$EXTRA'} perf/compare/plans.sh $topology '$plans'\`"
   echo
-  echo "$table" | grep -E '^(# streams per peer|# hmc-perf plans|\|)'
+  echo "$table" | grep -E '^(# streams per peer|# hmc-perf plans|\||# .*, last round, rank )'
   echo
 } | tee -a "$out"

@@ -1,5 +1,7 @@
 #include "transports/tcp/tcp_channel.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -19,6 +21,11 @@ namespace hmc {
 namespace {
 constexpr size_t kMaxLeaveReasonBytes = 4096;
 constexpr uint64_t kMaxControlOnDataStream = 8192;
+// The range of a stream's bound on unsent bytes: a floor for connections still opening their
+// window or just back from idle (whose window says little of the rate to come), a ceiling at the
+// kernel's default largest send buffer.
+constexpr int kMinUnsentBytes = 64 << 10;
+constexpr int kMaxUnsentBytes = 4 << 20;
 }  // namespace
 
 struct TcpChannel::SendOp {
@@ -66,6 +73,8 @@ struct TcpChannel::Stream {
   bool got_goodbye = false;      // The peer said goodbye.
   std::vector<uint8_t> control;  // The payload of a control frame being read.
   bool eof = false;
+  bool local = false;    // A Unix domain socket.
+  int unsent_bound = 0;  // TCP_NOTSENT_LOWAT as last set; 0: not set.
 };
 
 TcpChannel::TcpChannel(int peer_rank, std::string description, const TcpLimits& limits,
@@ -176,10 +185,12 @@ absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
   if (failed_) return status();
   s.fd = std::move(fd);
   if (local) local_streams_.fetch_add(1);
+  s.local = local;
+  BoundUnsent(s);
   s.interest = EPOLLIN;
   loop_->Watch(s.fd.get(), &s.target, s.interest);
   ++attached_;
-  if (!s.queue.empty()) Write(s);
+  Write(s);
   return absl::OkStatus();
 }
 
@@ -210,9 +221,6 @@ void TcpChannel::SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes,
   op->stripes_left = stripes;
   for (uint16_t k = 0; k < stripes; ++k) {
     const StripeRange range = StripeOf(bytes, stripes, k);
-    // Each message starts on the stream after the last one's end, so that messages of fewer
-    // stripes than streams spread over all of them too.
-    Stream& s = *streams_[(next_stream_ + k) % active];
     OutFrame frame;
     FrameHeader header;
     header.type = FrameType::kData;
@@ -226,11 +234,45 @@ void TcpChannel::SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes,
     frame.data = data + range.offset;
     frame.bytes = range.bytes;
     frame.op = op;
-    s.queue.push_back(std::move(frame));
-    if (s.queue.size() == 1 && s.fd.valid()) Write(s);
-    if (failed_) return;
+    unassigned_.push_back(std::move(frame));
   }
-  next_stream_ += stripes;
+  // Streams that have handed everything to the kernel take the new stripes now; the others take
+  // theirs when their socket drains.
+  for (auto& stream : streams_) {
+    if (unassigned_.empty() || failed_) return;
+    if (stream->queue.empty() && stream->fd.valid()) Write(*stream);
+  }
+}
+
+bool TcpChannel::WantsStripe(const Stream& s) const {
+  return s.queue.empty() && !unassigned_.empty() && !s.said_goodbye && s.fd.valid() &&
+         s.index < active_streams_.load(std::memory_order_relaxed);
+}
+
+void TcpChannel::BoundUnsent(Stream& s) {
+  if (s.local || limits_.unsent_ms <= 0) return;
+  tcp_info info{};
+  socklen_t length = sizeof(info);
+  double bytes_per_ms = 0;  // What the connection's window sends per millisecond of round trip.
+  if (getsockopt(s.fd.get(), IPPROTO_TCP, TCP_INFO, &info, &length) == 0 && info.tcpi_rtt > 0) {
+    bytes_per_ms = 1000.0 * info.tcpi_snd_cwnd * info.tcpi_snd_mss / info.tcpi_rtt;
+  }
+  const int bound = static_cast<int>(std::clamp(bytes_per_ms * limits_.unsent_ms,
+                                                double{kMinUnsentBytes}, double{kMaxUnsentBytes}));
+  // Only a real change is worth a system call: the window moves a little with every ack.
+  if (bound > s.unsent_bound / 2 * 3 || bound < s.unsent_bound / 3 * 2) {
+    if (setsockopt(s.fd.get(), IPPROTO_TCP, TCP_NOTSENT_LOWAT, &bound, sizeof(bound)) == 0) {
+      s.unsent_bound = bound;
+    }
+  }
+}
+
+bool TcpChannel::TakeStripe(Stream& s) {
+  if (!WantsStripe(s)) return false;
+  BoundUnsent(s);
+  s.queue.push_back(std::move(unassigned_.front()));
+  unassigned_.pop_front();
+  return true;
 }
 
 void TcpChannel::SendControl(FrameType type, uint64_t tag, uint64_t total_bytes,
@@ -362,7 +404,7 @@ void TcpChannel::OnEvent(int stream, uint32_t events) {
 void TcpChannel::UpdateInterest(Stream& s) {
   uint32_t interest = 0;
   if (!s.paused && !s.eof) interest |= EPOLLIN;
-  if (!s.queue.empty()) interest |= EPOLLOUT;
+  if (!s.queue.empty() || WantsStripe(s)) interest |= EPOLLOUT;
   if (interest != s.interest && s.fd.valid()) {
     s.interest = interest;
     loop_->Modify(s.fd.get(), &s.target, interest);
@@ -371,7 +413,10 @@ void TcpChannel::UpdateInterest(Stream& s) {
 
 void TcpChannel::Write(Stream& s) {
   constexpr int kMaxIov = 64;
-  while (!s.queue.empty()) {
+  // One stripe per turn: streams that are all writable at once (after a burst of sends) share
+  // the stripes, instead of the first one to run filling its buffer with them.
+  bool took_stripe = false;
+  while (!s.queue.empty() || (!took_stripe && (took_stripe = TakeStripe(s)))) {
     iovec iov[kMaxIov];
     int n = 0;
     for (auto it = s.queue.begin(); it != s.queue.end() && n + 2 <= kMaxIov; ++it) {
@@ -670,6 +715,8 @@ void TcpChannel::Fail(const absl::Status& why, bool notify) {
     stream->queue.clear();
     Unwatch(*stream);
   }
+  for (OutFrame& f : unassigned_) f.op->request->Complete(why);
+  unassigned_.clear();
   for (auto& [tag, in] : incoming_) {
     if (in->request != nullptr) in->request->Complete(why);
     if (!in->storage.empty()) loop_->ReleaseUnexpected(in->total);
@@ -684,6 +731,15 @@ void TcpChannel::Fail(const absl::Status& why, bool notify) {
 void TcpChannel::BeginShutdown() {
   shutting_down_ = true;
   if (failed_) return;
+  // No send comes after this: every stripe still unassigned goes ahead of the goodbyes.
+  std::vector<Stream*> open;
+  for (auto& stream : streams_) {
+    if (stream->fd.valid() && !stream->said_goodbye) open.push_back(stream.get());
+  }
+  for (size_t k = 0; !open.empty() && !unassigned_.empty(); ++k) {
+    open[k % open.size()]->queue.push_back(std::move(unassigned_.front()));
+    unassigned_.pop_front();
+  }
   for (auto& stream : streams_) {
     Stream& s = *stream;
     if (!s.fd.valid() || s.said_goodbye) continue;

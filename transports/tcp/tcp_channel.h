@@ -27,6 +27,10 @@ struct TcpLimits {
   // Messages of at least this size to a peer on local sockets are pulled by the receiver from the
   // sender's memory (cross-memory attach) instead of streamed; 0 turns that off.
   uint64_t pull_min_bytes = 64 << 10;
+  // A TCP stream takes the next stripe once its kernel buffer holds fewer unsent bytes than this
+  // many milliseconds of its sending rate (TCP_NOTSENT_LOWAT; 0: the kernel's bound). Long enough
+  // to cover the progress thread's wake-up; short, so that a stream its path slows holds little.
+  int unsent_ms = 100;
 };
 
 // One peer's link: `streams` TCP connections, with large messages striped across them. The
@@ -88,6 +92,12 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   // Whether `in` takes a message of `sent` bytes; fixes an up-to receive's length if so, fails
   // the channel naming both lengths if not.
   bool AcceptLength(Incoming& in, uint64_t tag, uint64_t sent);
+  // Sets the stream's TCP_NOTSENT_LOWAT from its current window and round trip.
+  void BoundUnsent(Stream& s);
+  // Whether `s` has handed everything to the kernel and may take an unassigned stripe.
+  bool WantsStripe(const Stream& s) const;
+  // Gives `s` the next unassigned stripe if it has nothing left to write; false if it did not.
+  bool TakeStripe(Stream& s);
   void Write(Stream& s);
   void Read(Stream& s);
   // Finds where the payload of the stream's current header goes; false if the stream must pause.
@@ -106,7 +116,12 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   // Progress-thread state.
   std::vector<std::unique_ptr<Stream>> streams_;
   int attached_ = 0;
-  size_t next_stream_ = 0;  // Where the next message's first stripe goes.
+  size_t next_stream_ = 0;  // Where the next control frame goes.
+  // Data stripes no stream has taken yet. A stream takes the next one only once it has handed all
+  // of its own to the kernel, so the streams TCP serves faster carry more: fixed shares made every
+  // message wait for the slowest of them (streams sharing a bottleneck differ by tens of percent
+  // over seconds).
+  std::deque<OutFrame> unassigned_;
   std::map<uint64_t, std::unique_ptr<Incoming>> incoming_;
   // Rendezvous sends waiting for the receiver's answer, and rendezvous offers not yet received.
   struct PullSend {
