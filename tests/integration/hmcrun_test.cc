@@ -237,7 +237,9 @@ TEST_F(HmcrunOverSsh, RemoteStatusComesBackAndStoppingHmcrunStopsRemoteRanks) {
                           {}, {.output_path = output});
   ASSERT_TRUE(p.ok());
   std::vector<std::string> lines;
-  for (int i = 0; i < 200 && lines.size() < 2; ++i) {
+  // Generous bounds: under the whole suite on two cores this test once failed with 10 s for the
+  // ranks to start and 5 s for them to stop (alone, each takes a second or two).
+  for (int i = 0; i < 600 && lines.size() < 2; ++i) {
     absl::SleepFor(absl::Milliseconds(50));
     lines = absl::StrSplit(ReadFile(pids), '\n', absl::SkipEmpty());
   }
@@ -250,7 +252,7 @@ TEST_F(HmcrunOverSsh, RemoteStatusComesBackAndStoppingHmcrunStopsRemoteRanks) {
     int pid;
     ASSERT_TRUE(absl::SimpleAtoi(line, &pid));
     bool gone = false;
-    for (int i = 0; i < 100 && !gone; ++i) {
+    for (int i = 0; i < 300 && !gone; ++i) {
       gone = !Alive(pid);
       if (!gone) absl::SleepFor(absl::Milliseconds(50));
     }
