@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 plans=perf/compare/plans.sh
 t=perf/topologies
 forced='algo=ring; algo=halving_doubling; algo=butterfly; algo=hierarchical; auto'
-SIZE=256M SCALE=0.02 ROUNDS=2 $plans $t/four-continents.topo \
+SIZE=256M SCALE=0.02 ROUNDS=3 $plans $t/four-continents.topo \
   'algo=ring; algo=hierarchical; algo=hierarchical codec_inter=int8'
 # Three warm-up rounds: auto's first calls try each candidate algorithm (HMC_EXPLORE).
 for spec in one-zone:0.1 us-eu:0.1 multicloud-us:0.05 hybrid:0.05 four-continents:0.05; do
