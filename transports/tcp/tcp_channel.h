@@ -119,8 +119,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   size_t next_stream_ = 0;  // Where the next control frame goes.
   // Data stripes no stream has taken yet. A stream takes the next one only once it has handed all
   // of its own to the kernel, so the streams TCP serves faster carry more: fixed shares made every
-  // message wait for the slowest of them (streams sharing a bottleneck differ by tens of percent
-  // over seconds).
+  // message wait for the slowest of them (a stream recovering from a loss, or stalled).
   std::deque<OutFrame> unassigned_;
   std::map<uint64_t, std::unique_ptr<Incoming>> incoming_;
   // Rendezvous sends waiting for the receiver's answer, and rendezvous offers not yet received.
