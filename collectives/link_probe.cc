@@ -162,7 +162,7 @@ absl::Status Communicator::ProbeLinks() {
                           channels_[p]->local());
     });
     threads.emplace_back([&, p] {
-      absl::StatusOr<double> rate = ReceiveProbeChunks(*this, p);
+      absl::StatusOr<double> rate = ReceiveProbeChunks(*this, p, *channels_[p]);
       if (!rate.ok()) {
         errors[p] = rate.status();
       } else if (!channels_[p]->local()) {

@@ -20,6 +20,10 @@ constexpr int kPings = 5;
 constexpr double kSlowStartShare = 0.4;
 // All streams carried at least this share of max_streams times one stream's rate: linear scaling.
 constexpr double kLinearShare = 0.5;
+// How often the receiver reads the link's byte counter while a chunk is late, and for how many
+// reads (a chunk later than that is a stalled link, not a measurement).
+constexpr absl::Duration kReadEvery = absl::Milliseconds(2);
+constexpr int kMaxReadsPerChunk = 5000;
 
 }  // namespace
 
@@ -96,13 +100,29 @@ absl::Status SendProbeChunks(Communicator& comm, int peer, absl::Duration window
   return status;
 }
 
-absl::StatusOr<double> ReceiveProbeChunks(Communicator& comm, int peer) {
+absl::StatusOr<double> ReceiveProbeChunks(Communicator& comm, int peer, const Channel& link) {
   std::vector<uint8_t> received(kChunkBytes);
   RateMeter meter(absl::Now());
+  uint64_t counted = link.stats().bytes_received;
+  // Bytes are timed as the link reads them off its sockets, not as receives complete: receives
+  // complete in sending order, and chunks that overtook a late one on another stream would count
+  // only when it lands, so a window could read above the path. So the peer must send nothing
+  // else large until this returns (the streams probe waits at a barrier between measurements).
+  auto count_arrivals = [&] {
+    const uint64_t now_received = link.stats().bytes_received;
+    if (now_received > counted) meter.Arrived(absl::Now(), now_received - counted);
+    counted = now_received;
+  };
   for (bool done = false; !done;) {
-    absl::Status s = comm.Recv(Buffer{received.data(), received.size(), DType::kU8}, peer)->Wait();
-    if (!s.ok()) return s;
-    meter.Arrived(absl::Now(), received.size());
+    std::shared_ptr<Work> work =
+        comm.Recv(Buffer{received.data(), received.size(), DType::kU8}, peer);
+    for (int i = 0; i < kMaxReadsPerChunk && !work->done(); ++i) {
+      (void)work->Wait(absl::Now() + kReadEvery);
+      count_arrivals();
+    }
+    // Past the last read it waits as any receive does: until the chunk lands or the link fails.
+    if (absl::Status s = work->Wait(); !s.ok()) return s;
+    count_arrivals();
     done = received[0] == 1;
   }
   return meter.Mbit();
@@ -148,10 +168,12 @@ absl::Status Communicator::ProbeStreams() {
       send_status =
           SendProbeChunks(*this, next, window, kProbeChunksPerStream * streams, out.local());
     });
-    absl::StatusOr<double> rate = ReceiveProbeChunks(*this, prev);
+    absl::StatusOr<double> rate = ReceiveProbeChunks(*this, prev, in);
     sender.join();
     if (!rate.ok()) return rate.status();
     if (!send_status.ok()) return send_status;
+    // The next measurement's chunks must not reach a receiver still waiting for this one's marker.
+    if (absl::Status s = Barrier()->Wait(); !s.ok()) return s;
     return *rate;
   };
 

@@ -11,6 +11,7 @@
 
 namespace hmc {
 
+class Channel;
 class Communicator;
 
 // How many of its parallel connections per peer a communicator spreads sends over, and what the
@@ -74,10 +75,10 @@ inline constexpr size_t kProbeChunksPerStream = 2;
 // small chunks (each on one stream, and quick to drain from a slow link when the window closes).
 // The sender streams chunks to `peer` for `window`, at most `depth` in flight (none at all where
 // `marker_only`), then an end marker; the receiver takes them up to the marker and returns the
-// rate a RateMeter saw, Mbit/s.
+// rate a RateMeter saw of the bytes `link` (the channel from `peer`) read, Mbit/s.
 absl::Status SendProbeChunks(Communicator& comm, int peer, absl::Duration window, size_t depth,
                              bool marker_only);
-absl::StatusOr<double> ReceiveProbeChunks(Communicator& comm, int peer);
+absl::StatusOr<double> ReceiveProbeChunks(Communicator& comm, int peer, const Channel& link);
 
 }  // namespace hmc
 

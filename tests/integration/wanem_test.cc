@@ -175,10 +175,9 @@ TEST_F(WanemUp, StreamProbeFindsThePerFlowCap) {
     EXPECT_GT(one, 6.0) << text;  // One flow: its cap, 10 Mbit/s.
     EXPECT_LT(one, 11.0) << text;
     EXPECT_GT(all, 55.0) << text;  // Every flow: the path, 80 Mbit/s.
-    // The probe's receiver takes chunks in sending order, so chunks that overtook a late one on
-    // another stream count when it lands, and a window can read above the path (89.8 Mbit/s,
-    // 12% above, once under ASan). A fifth above it is a wrong measurement.
-    EXPECT_LT(all, 96.0) << text;
+    // A tenth above the path is a wrong measurement: before the receiver timed bytes as the
+    // sockets delivered them, chunks that overtook a late one counted late (89.8 Mbit/s once).
+    EXPECT_LT(all, 88.0) << text;
     EXPECT_GE(streams, 5) << text;
     EXPECT_LE(streams, 10) << text;
   }
