@@ -123,4 +123,15 @@ absl::Status CollectiveContext::WaitAll(const std::vector<Pending>& pending) {
   return first;
 }
 
+absl::Status CollectiveContext::AwaitMembers(uint32_t step) {
+  static uint8_t nothing;  // Transports may touch a pointer even for no bytes.
+  std::vector<Pending> pending;
+  for (int p = 0; p < size_; ++p) {
+    if (p == rank_) continue;
+    pending.push_back(Recv(p, Phase::kReady, step, 0, &nothing, 0));
+    pending.push_back(Send(p, Phase::kReady, step, 0, &nothing, 0));
+  }
+  return WaitAll(pending);
+}
+
 }  // namespace hmc

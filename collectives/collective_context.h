@@ -26,6 +26,7 @@ enum class Phase : uint8_t {
   kHalving = 7,
   kDoubling = 8,
   kPointToPoint = 9,  // Communicator::Send/Recv; the sequence field counts per peer.
+  kReady = 10,        // CollectiveContext::AwaitMembers.
 };
 
 // Tag = sequence number (28 bits) | phase (4) | step (12) | segment (20). Distinct sequence
@@ -81,6 +82,10 @@ class CollectiveContext {
   // `received` (if given) gets the message's length.
   absl::Status Wait(const Pending& pending, size_t* received = nullptr);
   absl::Status WaitAll(const std::vector<Pending>& pending);
+  // Returns once every member has called it with the same `step`: a message of no bytes to and
+  // from each. For an algorithm whose members would otherwise send into a link that is still
+  // busy with a slower member's previous phase.
+  absl::Status AwaitMembers(uint32_t step);
   // `cause` as an error of this call about what came from `peer` (a rank in this context).
   absl::Status PeerError(int peer, const absl::Status& cause) const;
 

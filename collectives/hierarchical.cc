@@ -133,6 +133,10 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
     if (r.count == 0) continue;  // Fewer elements than shards: every holder skips it alike.
     std::vector<Range> parts;
     for (int z = 0; z < zone_count; ++z) parts.push_back(BlockOf(r.count, zone_count, z));
+    // A holder that finished its zone's exchange early would send its contributions into the
+    // NIC of a holder still busy with its own zone's, and slow that exchange further: on the
+    // emulated four continents the last zone's took 12-14 s instead of 8 (perf/RESULTS.md).
+    if (absl::Status s = cross.AwaitMembers(0); !s.ok()) return s;
     std::vector<EncodedPiece> pieces;
     LinkCodecs codecs{std::vector<const Codec*>(zone_count, inter_codec), inter_codec, feedback,
                       r.begin, &pieces};
@@ -145,13 +149,18 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
     }
   }
   ctx.EndPhase("across zones");
-  // 3. Round this rank's block once, then gather the zone's blocks as bytes.
+  // 3. Round this rank's block once, then gather the zone's blocks as bytes: once every mate is
+  // done across zones, for the same reason as above (here the results still crossing the WAN
+  // into a mate's NIC would queue behind the zone's short-round-trip traffic).
   const Range own = blocks[j];
   FinalizeReduction(out + own.begin * out_es, acc + own.begin * es, own.count, dtype, op,
                     static_cast<int>(zone_of.size()));
   if (m == 1) {
     ctx.EndPhase("gather in zone");  // None to gather; every rank reports the same phases.
     return absl::OkStatus();
+  }
+  if (zone_count > 1) {
+    if (absl::Status s = zone.AwaitMembers(0); !s.ok()) return s;
   }
   if (relay_encoded) {
     // Every mate's pieces, laid out as its cross-zone butterflies cut them.

@@ -8,6 +8,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "collectives/check_pattern.h"
 #include "collectives/communicator.h"
 #include "core/frame.h"
@@ -110,6 +111,45 @@ TEST(InprocCollectives, HierarchicalCrossesZonesOnlyBetweenShardHolders) {
              EXPECT_EQ(stats[other].bytes_sent, 0u) << "rank " << rank;
              // A two-rank ring all-reduce of the shard (half the vector) sends the shard's size.
              EXPECT_EQ(stats[partner].bytes_sent, kCount * sizeof(float) / 2) << "rank " << rank;
+           },
+           NoArgumentCheck(), {"a", "a", "b", "b"});
+}
+
+// Zones a = {0, 1} and b = {2, 3}, and zone b calls late: a's holders finish their zone's
+// exchange first and must send nothing across zones until the shard's holder in b has finished
+// b's (what they sent early would meet b's exchange in that holder's NIC). Then all is exact.
+TEST(InprocCollectives, HierarchicalCrossesZonesOnlyOnceEveryHolderIsDoneInItsZone) {
+  constexpr size_t kCount = 1 << 16;
+  constexpr uint64_t kHalf = kCount * sizeof(float) / 2;  // What a rank sends its zone mate.
+  std::atomic<Communicator*> comms[4] = {};
+  RunGroup(4,
+           [&](int rank, Communicator& comm) {
+             comms[rank] = &comm;
+             if (rank >= 2) {
+               // Until a's exchange is over (bounded), then a little longer.
+               for (int wait = 0; wait < 3000; ++wait) {
+                 Communicator* a0 = comms[0];
+                 Communicator* a1 = comms[1];
+                 if (a0 != nullptr && a1 != nullptr && a0->link_stats()[1].bytes_sent >= kHalf &&
+                     a1->link_stats()[0].bytes_sent >= kHalf) {
+                   break;
+                 }
+                 absl::SleepFor(absl::Milliseconds(10));
+               }
+               absl::SleepFor(absl::Milliseconds(100));
+               ASSERT_GE(comms[0].load()->link_stats()[1].bytes_sent, kHalf);
+               for (int a : {0, 1}) {
+                 EXPECT_EQ(comms[a].load()->link_stats()[rank].bytes_sent, 0u)
+                     << "rank " << a << " sent to rank " << rank << " before it was ready";
+               }
+             }
+             std::vector<float> data(kCount, 1.0f + rank);
+             CallOptions call;
+             call.algo = "hierarchical";
+             Buffer b{data.data(), kCount, DType::kF32};
+             ASSERT_TRUE(comm.AllReduce(b, b, ReduceOp::kSum, call)->Wait().ok());
+             EXPECT_EQ(data[0], 10.0f);
+             EXPECT_EQ(data[kCount - 1], 10.0f);
            },
            NoArgumentCheck(), {"a", "a", "b", "b"});
 }
