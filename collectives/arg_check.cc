@@ -91,15 +91,10 @@ absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine) 
   if (n == 1) return absl::OkStatus();
   uint8_t* all = ctx.Scratch(kDescriptorBytes * n);
   Encode(mine, all + kDescriptorBytes * ctx.rank());
-  std::vector<CollectiveContext::Pending> pending;
-  for (int peer = 0; peer < n; ++peer) {
-    if (peer == ctx.rank()) continue;
-    pending.push_back(ctx.Send(peer, Phase::kArgCheck, 0, 0, all + kDescriptorBytes * ctx.rank(),
-                               kDescriptorBytes));
-    pending.push_back(
-        ctx.Recv(peer, Phase::kArgCheck, 0, 0, all + kDescriptorBytes * peer, kDescriptorBytes));
+  if (absl::Status s = ctx.ExchangeWithMembers(Phase::kArgCheck, 0, all, kDescriptorBytes);
+      !s.ok()) {
+    return s;
   }
-  if (absl::Status s = ctx.WaitAll(pending); !s.ok()) return s;
   // Field offsets within the descriptor, in kFields order.
   const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20};
   const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4};

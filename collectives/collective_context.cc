@@ -123,15 +123,20 @@ absl::Status CollectiveContext::WaitAll(const std::vector<Pending>& pending) {
   return first;
 }
 
-absl::Status CollectiveContext::AwaitMembers(uint32_t step) {
-  static uint8_t nothing;  // Transports may touch a pointer even for no bytes.
+absl::Status CollectiveContext::ExchangeWithMembers(Phase phase, uint32_t step, uint8_t* all,
+                                                    size_t bytes) {
   std::vector<Pending> pending;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
-    pending.push_back(Recv(p, Phase::kReady, step, 0, &nothing, 0));
-    pending.push_back(Send(p, Phase::kReady, step, 0, &nothing, 0));
+    pending.push_back(Send(p, phase, step, 0, all + bytes * rank_, bytes));
+    pending.push_back(Recv(p, phase, step, 0, all + bytes * p, bytes));
   }
   return WaitAll(pending);
+}
+
+absl::Status CollectiveContext::AwaitMembers(uint32_t step) {
+  uint8_t nothing;  // Transports may touch the pointer even for no bytes.
+  return ExchangeWithMembers(Phase::kReady, step, &nothing, 0);
 }
 
 }  // namespace hmc

@@ -82,9 +82,12 @@ class CollectiveContext {
   // `received` (if given) gets the message's length.
   absl::Status Wait(const Pending& pending, size_t* received = nullptr);
   absl::Status WaitAll(const std::vector<Pending>& pending);
-  // Returns once every member has called it with the same `step`: a message of no bytes to and
-  // from each. For an algorithm whose members would otherwise send into a link that is still
-  // busy with a slower member's previous phase.
+  // A direct all-gather of small blocks, one round trip: sends the `bytes` at
+  // `all + bytes * rank()` to every member and receives each member's into `all + bytes * member`.
+  absl::Status ExchangeWithMembers(Phase phase, uint32_t step, uint8_t* all, size_t bytes);
+  // Returns once every member has called it with the same `step` (an exchange of no bytes). For
+  // an algorithm whose members would otherwise send into a link that is still busy with a slower
+  // member's previous phase.
   absl::Status AwaitMembers(uint32_t step);
   // `cause` as an error of this call about what came from `peer` (a rank in this context).
   absl::Status PeerError(int peer, const absl::Status& cause) const;

@@ -46,9 +46,10 @@ class WanemUp : public testing::Test {
     }
     prefix_ = absl::StrCat("hw", getpid() % 100000);
   }
-  void Up(const std::string& topology, const std::string& mtu = "1500") {
+  void Up(const std::string& topology, int mtu = 1500) {
     const std::string output = testing::TempDir() + "/up.out";
-    ASSERT_EQ(RunWanem({"up", topology, "--prefix=" + prefix_, "--mtu=" + mtu}, output), 0)
+    ASSERT_EQ(
+        RunWanem({"up", topology, "--prefix=" + prefix_, absl::StrCat("--mtu=", mtu)}, output), 0)
         << ReadFile(output);
     up_ = true;
   }
@@ -155,7 +156,7 @@ TEST_F(WanemUp, StreamProbeFindsThePerFlowCap) {
     out << "path " << pair << " rtt=20ms capacity=80Mbit flow=10Mbit\n";
   }
   out.close();
-  Up(topology, "9000");
+  Up(topology, 9000);
   Exec("a-0", {HMC_COORDINATOR_PATH, "--bind=10.201.0.1:29400", "--world_size=3"});
   std::vector<std::string> outputs;
   for (int r = 0; r < 3; ++r) {

@@ -137,6 +137,7 @@ TEST(InprocCollectives, HierarchicalCrossesZonesOnlyOnceEveryHolderIsDoneInItsZo
                  absl::SleepFor(absl::Milliseconds(10));
                }
                absl::SleepFor(absl::Milliseconds(100));
+               ASSERT_TRUE(comms[0] != nullptr && comms[1] != nullptr) << "zone a never started";
                ASSERT_GE(comms[0].load()->link_stats()[1].bytes_sent, kHalf);
                for (int a : {0, 1}) {
                  EXPECT_EQ(comms[a].load()->link_stats()[rank].bytes_sent, 0u)
