@@ -72,6 +72,9 @@ std::string RemoteScript(const std::vector<std::string>& program,
   if (!remote.remote_path.empty()) words[0] = ShellQuote(remote.remote_path);
   // fd 3 keeps the session's stdin: an asynchronous command's stdin is /dev/null in sh, so the
   // watcher reads fd 3 and kills the program at EOF, i.e. when hmcrun's ssh client goes away.
+  // The first `wait` comes before any `kill -0`: a program that has already exited (and been
+  // reaped by the shell) fails `kill -0`, but `wait` still returns its status; later waits only
+  // follow one that a trapped signal interrupted.
   return absl::StrCat(
       remote.working_dir.empty()
           ? ""
@@ -84,7 +87,8 @@ std::string RemoteScript(const std::vector<std::string>& program,
       absl::StrJoin(words, " "), " 3<&- </dev/null & child=$!; ",
       "trap 'kill -TERM $child 2>/dev/null' TERM INT HUP; ",
       "(read -r _ <&3; kill -TERM $child 2>/dev/null) >/dev/null 2>&1 & watcher=$!; ",
-      "exec 3<&-; status=0; while kill -0 $child 2>/dev/null; do wait $child; status=$?; done; ",
+      "exec 3<&-; wait $child; status=$?; ",
+      "while kill -0 $child 2>/dev/null; do wait $child; status=$?; done; ",
       "kill $watcher 2>/dev/null; exit $status");
 }
 
