@@ -25,6 +25,8 @@ CollectiveContext::CollectiveContext(CollectiveContext& parent, std::vector<int>
       name_(parent.name_),
       deadline_(parent.deadline_),
       chunk_bytes_(parent.chunk_bytes_),
+      pacing_(parent.pacing_),
+      send_bytes_per_s_(parent.send_bytes_per_s_),
       parent_(&parent),
       members_(std::move(members)),
       step_base_(step_base) {}
@@ -88,6 +90,18 @@ absl::Status CollectiveContext::PeerError(int peer, const absl::Status& cause) c
   return absl::Status(cause.code(),
                       absl::StrFormat("%s on rank %d: from %s: %s", name_, rank_,
                                       (*channels_)[peer]->peer_description(), cause.message()));
+}
+
+int CollectiveContext::GlobalRank(int member) const {
+  return parent_ != nullptr ? parent_->GlobalRank(members_[member]) : member;
+}
+
+SendPacing CollectiveContext::PaceSends(const std::vector<uint64_t>& bytes_to) {
+  std::vector<Channel*> channels;
+  for (int p = 0; p < size_; ++p) {
+    channels.push_back(p == rank_ ? nullptr : (*channels_)[GlobalRank(p)].get());
+  }
+  return SendPacing(channels, PacingRates(send_bytes_per_s_, bytes_to));
 }
 
 void CollectiveContext::EndPhase(const std::string& name) {

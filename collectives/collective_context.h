@@ -1,6 +1,7 @@
 #ifndef HMC_COLLECTIVES_COLLECTIVE_CONTEXT_H_
 #define HMC_COLLECTIVES_COLLECTIVE_CONTEXT_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -11,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "collectives/scratch_pool.h"
+#include "collectives/send_pacing.h"
 #include "transports/transport.h"
 
 namespace hmc {
@@ -92,6 +94,21 @@ class CollectiveContext {
   // `cause` as an error of this call about what came from `peer` (a rank in this context).
   absl::Status PeerError(int peer, const absl::Status& cause) const;
 
+  // Pacing (send_pacing.h), off unless enabled: `known_bytes_per_s` is this rank's sending rate as
+  // earlier calls measured it (0: not yet). Subgroup views made later inherit both.
+  void EnablePacing(double known_bytes_per_s) {
+    pacing_ = true;
+    send_bytes_per_s_ = known_bytes_per_s;
+  }
+  // A phase that kept this rank's NIC busy sent at `bytes_per_s`: the rate is at least that.
+  void NoteSendRate(double bytes_per_s) {
+    if (pacing_) send_bytes_per_s_ = std::max(send_bytes_per_s_, bytes_per_s);
+  }
+  double send_bytes_per_s() const { return send_bytes_per_s_; }
+  // Shares the sending rate among the links to members, in proportion to `bytes_to[member]`, for
+  // as long as the result lives.
+  SendPacing PaceSends(const std::vector<uint64_t>& bytes_to);
+
   // Memory that lives as long as the context: transports may still write into it after an
   // algorithm returns early with an error, until Drain() has seen every request finish.
   uint8_t* Scratch(size_t bytes);
@@ -111,6 +128,8 @@ class CollectiveContext {
   const std::vector<uint64_t>& bytes_sent_to() const { return bytes_sent_to_; }
 
  private:
+  int GlobalRank(int member) const;
+
   ScratchPool* const pool_;
   const int rank_;
   const int size_;
@@ -119,6 +138,8 @@ class CollectiveContext {
   const std::string name_;
   const absl::Time deadline_;
   const size_t chunk_bytes_;
+  bool pacing_ = false;
+  double send_bytes_per_s_ = 0;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
   std::vector<uint64_t> bytes_sent_to_;

@@ -106,11 +106,18 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
 
   // 1. Inside the zone: each rank ends with the zone's sum of its block.
   CollectiveContext zone(ctx, mates, 0);
+  const uint64_t sent_before = ctx.bytes_sent();
   if (m > 1) {
     absl::Status s = RingReduceScatter(zone, src, acc, acc_type, op, blocks, segment, [](Range) {});
     if (!s.ok()) return s;
   }
   ctx.EndPhase("in zone");
+  // Zone mates share a fabric faster than their NICs: this phase's rate is what this rank's NIC
+  // carries (or a little less), which the cross-zone butterfly then shares among its links.
+  if (const double seconds = absl::ToDoubleSeconds(ctx.phases().back().second);
+      m > 1 && seconds > 0) {
+    ctx.NoteSendRate(static_cast<double>(ctx.bytes_sent() - sent_before) / seconds);
+  }
   // 2. Across zones, shard by shard: the holders of a shard (one per zone) all-reduce it, still in
   // the accumulator type (an average sums here and divides once, below).
   const ReduceOp cross_op = op == ReduceOp::kAvg ? ReduceOp::kSum : op;

@@ -24,8 +24,11 @@ struct CollectiveReport {
   uint64_t bytes_received = 0;
   uint64_t bytes_sent_across_zones = 0;  // Of bytes_sent, to ranks in other zones.
   double egress_usd = 0;                 // What this rank's sends cost at the price table.
-  absl::Duration check_time;             // Argument check (one round trip).
-  absl::Duration data_time;              // Moving and reducing data.
+  // This rank's sending rate as measured by this call or an earlier one, bytes/s: what sends on
+  // several links at once are paced to share (HMC_PACE_SENDS; 0: not measured, or off).
+  double send_bytes_per_s = 0;
+  absl::Duration check_time;  // Argument check (one round trip).
+  absl::Duration data_time;   // Moving and reducing data.
   // The algorithm's phases on this rank, in order (hierarchical: in zone, across zones, ...).
   std::vector<std::pair<std::string, absl::Duration>> phases;
 };

@@ -21,6 +21,8 @@ namespace {
 constexpr size_t kErrorSampleValues = size_t{1} << 20;
 // Phases a plan's report may show (hierarchical has three).
 constexpr size_t kMaxPhases = 8;
+// Per rank, the phases' seconds and then its measured sending rate (CollectiveReport).
+constexpr size_t kRankRow = kMaxPhases + 1;
 
 struct PlanOutcome {
   std::vector<double> seconds;  // Timed rounds, in round order.
@@ -33,15 +35,19 @@ struct PlanOutcome {
 };
 
 // "in zone 8.02, across zones 6.10 (ends 14.12 s)": a rank's phases and when its call ended.
+// `row`: a rank's kRankRow entries.
 std::string PhaseLine(const std::vector<std::pair<std::string, absl::Duration>>& names,
-                      const double* seconds, size_t phases) {
+                      const double* row, size_t phases) {
   std::string line;
   double total = 0;
   for (size_t j = 0; j < phases; ++j) {
-    absl::StrAppendFormat(&line, "%s%s %.2f", j == 0 ? "" : ", ", names[j].first, seconds[j]);
-    total += seconds[j];
+    absl::StrAppendFormat(&line, "%s%s %.2f", j == 0 ? "" : ", ", names[j].first, row[j]);
+    total += row[j];
   }
   absl::StrAppendFormat(&line, " (ends %.2f s)", total);
+  if (row[kMaxPhases] > 0) {
+    absl::StrAppendFormat(&line, "; sending rate measured %.1f Mbit/s", row[kMaxPhases]);
+  }
   return line;
 }
 
@@ -119,25 +125,26 @@ int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_
       o.same_bits = sums[0] == -sums[1];
       // Every rank's phases (row r: rank r's, summed into place), named as rank 0 names them (a
       // fixed count, so that every rank takes part in the reduction whatever phases it ran).
-      std::vector<double> phase_seconds(n * kMaxPhases, 0.0);
+      std::vector<double> phase_seconds(n * kRankRow, 0.0);
       const size_t phases = std::min(kMaxPhases, o.report.phases.size());
       for (size_t j = 0; j < phases; ++j) {
-        phase_seconds[comm.rank() * kMaxPhases + j] =
+        phase_seconds[comm.rank() * kRankRow + j] =
             absl::ToDoubleSeconds(o.report.phases[j].second);
       }
+      phase_seconds[comm.rank() * kRankRow + kMaxPhases] = o.report.send_bytes_per_s * 8 / 1e6;
       if (!ReduceInPlace(comm, phase_seconds.data(), phase_seconds.size(), DType::kF64,
                          ReduceOp::kSum)) {
         return 1;
       }
       for (size_t j = 0; j < phases; ++j) {
         double slowest = 0;
-        for (int r = 0; r < n; ++r) slowest = std::max(slowest, phase_seconds[r * kMaxPhases + j]);
+        for (int r = 0; r < n; ++r) slowest = std::max(slowest, phase_seconds[r * kRankRow + j]);
         absl::StrAppendFormat(&o.phases, "%s%s %.2f s",
                               j == 0 ? "; slowest rank per phase: " : ", ",
                               o.report.phases[j].first, slowest);
       }
       for (int r = 0; r < n && phases > 0; ++r) {
-        o.rank_phases.push_back(PhaseLine(o.report.phases, &phase_seconds[r * kMaxPhases], phases));
+        o.rank_phases.push_back(PhaseLine(o.report.phases, &phase_seconds[r * kRankRow], phases));
       }
       if (comm.rank() == 0) {
         o.l2_error = GaussianError(ReduceOp::kSum, n, out.data(), count,

@@ -58,6 +58,10 @@ class Channel {
   virtual void SetStripeMinBytes(uint64_t bytes) { (void)bytes; }
   // Whether the peer shares this host's network namespace (a link without a network path).
   virtual bool local() const { return false; }
+  // Caps the rate at which this link's sends leave, bytes/s over all of its connections; 0 lifts
+  // the cap. An algorithm that sends on several links at once shares its NIC among them with it
+  // (CollectiveContext::PaceSends). Transports that cannot pace ignore it.
+  virtual void SetPacingRate(uint64_t bytes_per_s) { (void)bytes_per_s; }
 };
 
 struct PeerAddress {

@@ -155,6 +155,40 @@ TEST(InprocCollectives, HierarchicalCrossesZonesOnlyOnceEveryHolderIsDoneInItsZo
            NoArgumentCheck(), {"a", "a", "b", "b"});
 }
 
+// The hierarchical plan's in-zone exchange measures the rate its sends leave at, which later
+// calls keep (to pace a butterfly's sends with); with pacing off nothing is measured.
+TEST(InprocCollectives, HierarchicalMeasuresTheSendingRateThatPacingShares) {
+  for (const bool pace : {true, false}) {
+    Options options;
+    options.pace_sends = pace;
+    RunGroup(4,
+             [&](int rank, Communicator& comm) {
+               std::vector<float> data(1 << 16, 1.0f + rank);
+               Buffer b{data.data(), data.size(), DType::kF32};
+               CallOptions call;
+               call.algo = "ring";
+               auto ring = comm.AllReduce(b, b, ReduceOp::kSum, call);
+               ASSERT_TRUE(ring->Wait().ok());
+               EXPECT_EQ(ring->report().send_bytes_per_s, 0) << "the ring measures nothing";
+               call.algo = "hierarchical";
+               auto hierarchical = comm.AllReduce(b, b, ReduceOp::kSum, call);
+               ASSERT_TRUE(hierarchical->Wait().ok());
+               const double measured = hierarchical->report().send_bytes_per_s;
+               call.algo = "ring";
+               auto later = comm.AllReduce(b, b, ReduceOp::kSum, call);
+               ASSERT_TRUE(later->Wait().ok());
+               if (pace) {
+                 EXPECT_GT(measured, 0) << "rank " << rank;
+                 EXPECT_GE(later->report().send_bytes_per_s, measured) << "rank " << rank;
+               } else {
+                 EXPECT_EQ(measured, 0) << "rank " << rank;
+                 EXPECT_EQ(later->report().send_bytes_per_s, 0) << "rank " << rank;
+               }
+             },
+             options, {"a", "a", "b", "b"});
+  }
+}
+
 // A long vector (many pipeline segments in every phase) over uneven zones, against an exact
 // reference, in f32 and in bf16 (accumulated in f32).
 TEST(InprocCollectives, HierarchicalLongVectorOverUnevenZones) {

@@ -239,6 +239,26 @@ TEST(TcpTransport, WorksOverIpv6) {
 
 // HMC_TCP_CONGESTION: every TCP connection runs the named congestion control; a name the kernel
 // lacks fails the transport's creation, naming it.
+// What the kernel reports of the established TCP connections with an end at `port` (`ss -tin`,
+// two lines per connection); `filter` is "sport" for the ends that listened, "dport" for those
+// that connected, or both as "sport = :PORT or dport".
+std::string SocketListing(const std::string& filter, const std::string& port) {
+  FILE* ss = popen(
+      absl::StrCat("ss -tinH state established '( ", filter, " = :", port, " )'").c_str(), "r");
+  EXPECT_NE(ss, nullptr);
+  if (ss == nullptr) return "";
+  std::string listing;
+  char line[4096];
+  while (fgets(line, sizeof(line), ss) != nullptr) listing += line;
+  EXPECT_EQ(pclose(ss), 0) << listing;
+  return listing;
+}
+
+std::string PortOf(const TcpTransport& transport) {
+  const std::string address = transport.tcp_address();
+  return address.substr(address.rfind(':') + 1);
+}
+
 TEST(TcpTransport, ConnectionsRunTheChosenCongestionControl) {
   UniqueFd fd(socket(AF_INET, SOCK_STREAM, 0));
   ASSERT_TRUE(SetCongestionControl(fd.get(), "reno").ok());
@@ -252,17 +272,8 @@ TEST(TcpTransport, ConnectionsRunTheChosenCongestionControl) {
   ExchangeBothWays(mesh, 1, 1 << 20, 1 << 20, /*up_to=*/false);
   // Both ends of both streams to rank 0's listener, as the kernel reports them: the connecting
   // side set it, the accepted side inherited it from the listener.
-  const std::string address = mesh.transports[0]->tcp_address();
-  const std::string port = address.substr(address.rfind(':') + 1);
-  FILE* ss = popen(
-      absl::StrCat("ss -tinH state established '( sport = :", port, " or dport = :", port, " )'")
-          .c_str(),
-      "r");
-  ASSERT_NE(ss, nullptr);
-  std::string listing;
-  char line[4096];
-  while (fgets(line, sizeof(line), ss) != nullptr) listing += line;
-  ASSERT_EQ(pclose(ss), 0) << listing;
+  const std::string port = PortOf(*mesh.transports[0]);
+  const std::string listing = SocketListing(absl::StrCat("sport = :", port, " or dport"), port);
   int reno = 0, other = 0;
   for (absl::string_view l : absl::StrSplit(listing, '\n')) {
     if (absl::StrContains(l, " rtt:")) ++(absl::StrContains(l, "reno") ? reno : other);
@@ -277,6 +288,35 @@ TEST(TcpTransport, ConnectionsRunTheChosenCongestionControl) {
   EXPECT_TRUE(
       absl::StrContains(refused.status().message(), "TCP congestion control 'no-such-algorithm'"))
       << refused.status();
+}
+
+// SetPacingRate reaches the kernel: each of the link's streams paces at its part, until the cap
+// is lifted. (`ss` prints a socket's pacing as "pacing_rate NOWbps/MAXbps", the maximum only
+// where one is set.)
+TEST(TcpTransport, PacingRateIsSharedByTheStreamsAndLifted) {
+  Mesh mesh = Connect(2, 2);
+  const std::string port = PortOf(*mesh.transports[0]);
+  // Rank 0 listened: its ends of the link are the ones whose source port is its listener's.
+  auto paced_streams = [&](const std::string& rate) {
+    int paced = 0, connections = 0;
+    for (absl::string_view l : absl::StrSplit(SocketListing("sport", port), '\n')) {
+      if (!absl::StrContains(l, " rtt:")) continue;
+      ++connections;
+      if (absl::StrContains(l, absl::StrCat("bps/", rate))) ++paced;
+    }
+    EXPECT_EQ(connections, 2);
+    return paced;
+  };
+  mesh.channels[0][1]->SetPacingRate(4'000'000);  // Bytes/s: 16 Mbit/s per stream.
+  ExchangeBothWays(mesh, 1, 1 << 20, 1 << 20, /*up_to=*/false);
+  EXPECT_EQ(paced_streams("16000000bps"), 2);
+  mesh.channels[0][1]->SetActiveStreams(1);
+  ExchangeBothWays(mesh, 3, 1 << 20, 1 << 20, /*up_to=*/false);
+  EXPECT_EQ(paced_streams("32000000bps"), 1);  // The active stream takes the whole rate.
+  mesh.channels[0][1]->SetActiveStreams(2);
+  mesh.channels[0][1]->SetPacingRate(0);
+  ExchangeBothWays(mesh, 5, 1 << 20, 1 << 20, /*up_to=*/false);
+  EXPECT_EQ(paced_streams(""), 0);
 }
 
 // Rank 1 played by the test: `streams` connections to rank 0's listener, each through the

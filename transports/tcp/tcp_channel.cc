@@ -26,6 +26,8 @@ constexpr uint64_t kMaxControlOnDataStream = 8192;
 // kernel's default largest send buffer.
 constexpr int kMinUnsentBytes = 64 << 10;
 constexpr int kMaxUnsentBytes = 4 << 20;
+// SO_MAX_PACING_RATE's value for no cap (the kernel's ~0U; the option takes 32 bits).
+constexpr uint64_t kUnpaced = ~uint32_t{0};
 }  // namespace
 
 struct TcpChannel::SendOp {
@@ -73,8 +75,9 @@ struct TcpChannel::Stream {
   bool got_goodbye = false;      // The peer said goodbye.
   std::vector<uint8_t> control;  // The payload of a control frame being read.
   bool eof = false;
-  bool local = false;    // A Unix domain socket.
-  int unsent_bound = 0;  // TCP_NOTSENT_LOWAT as last set; 0: not set.
+  bool local = false;          // A Unix domain socket.
+  int unsent_bound = 0;        // TCP_NOTSENT_LOWAT as last set; 0: not set.
+  uint64_t pacing = kUnpaced;  // SO_MAX_PACING_RATE as last set, bytes/s.
 };
 
 TcpChannel::TcpChannel(int peer_rank, std::string description, const TcpLimits& limits,
@@ -249,14 +252,30 @@ bool TcpChannel::WantsStripe(const Stream& s) const {
          s.index < active_streams_.load(std::memory_order_relaxed);
 }
 
+void TcpChannel::Pace(Stream& s) {
+  if (s.local) return;
+  const uint64_t rate = pacing_bytes_per_s_.load(std::memory_order_relaxed);
+  const uint64_t part =
+      rate == 0 ? kUnpaced
+                : std::clamp<uint64_t>(rate / active_streams_.load(std::memory_order_relaxed), 1,
+                                       kUnpaced - 1);
+  if (part == s.pacing) return;
+  const auto value = static_cast<uint32_t>(part);
+  if (setsockopt(s.fd.get(), SOL_SOCKET, SO_MAX_PACING_RATE, &value, sizeof(value)) == 0) {
+    s.pacing = part;
+  }
+}
+
 void TcpChannel::BoundUnsent(Stream& s) {
   if (s.local || limits_.unsent_ms <= 0) return;
   tcp_info info{};
   socklen_t length = sizeof(info);
-  double bytes_per_ms = 0;  // What the connection's window sends per millisecond of round trip.
+  double bytes_per_ms = 0;  // What the connection sends per millisecond: its window per round
+                            // trip, or its pacing rate where that is lower.
   if (getsockopt(s.fd.get(), IPPROTO_TCP, TCP_INFO, &info, &length) == 0 && info.tcpi_rtt > 0) {
     bytes_per_ms = 1000.0 * info.tcpi_snd_cwnd * info.tcpi_snd_mss / info.tcpi_rtt;
   }
+  if (s.pacing != kUnpaced) bytes_per_ms = std::min(bytes_per_ms, s.pacing / 1000.0);
   const int bound = static_cast<int>(std::clamp(bytes_per_ms * limits_.unsent_ms,
                                                 double{kMinUnsentBytes}, double{kMaxUnsentBytes}));
   // Only a real change is worth a system call: the window moves a little with every ack.
@@ -269,6 +288,7 @@ void TcpChannel::BoundUnsent(Stream& s) {
 
 bool TcpChannel::TakeStripe(Stream& s) {
   if (!WantsStripe(s)) return false;
+  Pace(s);
   BoundUnsent(s);
   s.queue.push_back(std::move(unassigned_.front()));
   unassigned_.pop_front();

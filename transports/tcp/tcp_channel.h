@@ -56,6 +56,11 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
     stripe_min_bytes_.store(bytes, std::memory_order_relaxed);
   }
   bool local() const override { return local_streams_.load() == limits_.streams; }
+  // Each active stream gets an equal part of the rate (SO_MAX_PACING_RATE, the kernel's own
+  // pacing), set when it next takes a stripe; Unix domain sockets are not paced.
+  void SetPacingRate(uint64_t bytes_per_s) override {
+    pacing_bytes_per_s_.store(bytes_per_s, std::memory_order_relaxed);
+  }
 
   // Progress thread only.
   // `local`: a Unix domain socket to a peer on this host.
@@ -92,6 +97,8 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   // Whether `in` takes a message of `sent` bytes; fixes an up-to receive's length if so, fails
   // the channel naming both lengths if not.
   bool AcceptLength(Incoming& in, uint64_t tag, uint64_t sent);
+  // Sets the stream's part of the channel's pacing rate where it changed.
+  void Pace(Stream& s);
   // Sets the stream's TCP_NOTSENT_LOWAT from its current window and round trip.
   void BoundUnsent(Stream& s);
   // Whether `s` has handed everything to the kernel and may take an unassigned stripe.
@@ -134,6 +141,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   std::atomic<int> local_streams_{0};  // Written by the progress thread only.
   std::atomic<int> active_streams_;
   std::atomic<uint64_t> stripe_min_bytes_;
+  std::atomic<uint64_t> pacing_bytes_per_s_{0};  // 0: unpaced.
   bool pull_refused_ = false;  // The peer could not read this process's memory once.
   int peer_verified_ = 0;      // 1: the peer's pid is the process it claims; -1: it is not.
   bool failed_ = false;
