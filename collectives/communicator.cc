@@ -260,10 +260,11 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
       ran = true;
     }
     report.data_time = absl::Now() - start - report.check_time;
-    // The NIC does not change: what one call measured paces the next ones' sends too.
-    for (double seen = send_bytes_per_s_.load();
-         ctx.send_bytes_per_s() > seen &&
-         !send_bytes_per_s_.compare_exchange_weak(seen, ctx.send_bytes_per_s());) {
+    // The NIC does not change: what one call measured paces the next ones' sends too. (Calls
+    // may run on several workers at once, hence the atomic maximum.)
+    double seen = send_bytes_per_s_.load();
+    while (ctx.send_bytes_per_s() > seen &&
+           !send_bytes_per_s_.compare_exchange_weak(seen, ctx.send_bytes_per_s())) {
     }
     report.send_bytes_per_s = ctx.send_bytes_per_s();
     report.phases = ctx.phases();

@@ -155,10 +155,11 @@ class Communicator {
   std::vector<uint32_t> receives_from_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Replaced whole by each probe; calls plan from a shared snapshot instead of copying it.
-  // This rank's sending rate as calls measured it (CollectiveContext::NoteSendRate), bytes/s.
-  std::atomic<double> send_bytes_per_s_{0};
   std::shared_ptr<const LinkMatrix> links_ ABSL_GUARDED_BY(mu_) =
       std::make_shared<const LinkMatrix>();
+  // This rank's sending rate, the highest any call measured (CollectiveContext::NoteSendRate),
+  // bytes/s; 0 until one has.
+  std::atomic<double> send_bytes_per_s_{0};
   std::map<std::string, std::unique_ptr<Codec>> codecs_ ABSL_GUARDED_BY(mu_);
 };
 

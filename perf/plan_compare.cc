@@ -123,28 +123,27 @@ int ComparePlans(Communicator& comm, const std::vector<PlanSpec>& plans, uint64_
         return 1;
       }
       o.same_bits = sums[0] == -sums[1];
-      // Every rank's phases (row r: rank r's, summed into place), named as rank 0 names them (a
-      // fixed count, so that every rank takes part in the reduction whatever phases it ran).
-      std::vector<double> phase_seconds(n * kRankRow, 0.0);
+      // Every rank's phases and rate (row r: rank r's, summed into place), named as rank 0 names
+      // them (a fixed count, so that every rank takes part in the reduction whatever phases it
+      // ran).
+      std::vector<double> rank_rows(n * kRankRow, 0.0);
       const size_t phases = std::min(kMaxPhases, o.report.phases.size());
       for (size_t j = 0; j < phases; ++j) {
-        phase_seconds[comm.rank() * kRankRow + j] =
-            absl::ToDoubleSeconds(o.report.phases[j].second);
+        rank_rows[comm.rank() * kRankRow + j] = absl::ToDoubleSeconds(o.report.phases[j].second);
       }
-      phase_seconds[comm.rank() * kRankRow + kMaxPhases] = o.report.send_bytes_per_s * 8 / 1e6;
-      if (!ReduceInPlace(comm, phase_seconds.data(), phase_seconds.size(), DType::kF64,
-                         ReduceOp::kSum)) {
+      rank_rows[comm.rank() * kRankRow + kMaxPhases] = o.report.send_bytes_per_s * 8 / 1e6;
+      if (!ReduceInPlace(comm, rank_rows.data(), rank_rows.size(), DType::kF64, ReduceOp::kSum)) {
         return 1;
       }
       for (size_t j = 0; j < phases; ++j) {
         double slowest = 0;
-        for (int r = 0; r < n; ++r) slowest = std::max(slowest, phase_seconds[r * kRankRow + j]);
+        for (int r = 0; r < n; ++r) slowest = std::max(slowest, rank_rows[r * kRankRow + j]);
         absl::StrAppendFormat(&o.phases, "%s%s %.2f s",
                               j == 0 ? "; slowest rank per phase: " : ", ",
                               o.report.phases[j].first, slowest);
       }
       for (int r = 0; r < n && phases > 0; ++r) {
-        o.rank_phases.push_back(PhaseLine(o.report.phases, &phase_seconds[r * kRankRow], phases));
+        o.rank_phases.push_back(PhaseLine(o.report.phases, &rank_rows[r * kRankRow], phases));
       }
       if (comm.rank() == 0) {
         o.l2_error = GaussianError(ReduceOp::kSum, n, out.data(), count,
