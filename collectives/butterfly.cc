@@ -39,7 +39,7 @@ bool CodecsApply(DType dtype, ReduceOp op) {
 
 absl::Status ButterflyAllReduce(CollectiveContext& ctx, const void* in, void* out_ptr, size_t count,
                                 DType dtype, ReduceOp op, const std::vector<Range>& parts,
-                                const LinkCodecs& codecs) {
+                                const LinkCodecs& codecs, bool pace_links) {
   const int n = ctx.size();
   const int me = ctx.rank();
   const auto [acc_type, es, src, acc] = PrepareAccumulation(ctx, in, out_ptr, count, dtype);
@@ -89,7 +89,7 @@ absl::Status ButterflyAllReduce(CollectiveContext& ctx, const void* in, void* ou
     bytes_to[p] = WireBytes(link_codec(p), parts[p].count, es) +
                   WireBytes(gather_codec, parts[me].count, out_es);
   }
-  const SendPacing pacing = ctx.PaceSends(bytes_to);
+  const SendPacing pacing = pace_links ? ctx.PaceSends(bytes_to) : SendPacing();
 
   // 2. This rank's contribution to every other part, segment k to every owner before segment k+1
   // to any, so that every link carries data from the start.

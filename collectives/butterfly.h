@@ -50,9 +50,17 @@ bool CodecsApply(DType dtype, ReduceOp op);
 // chunk-sized segments. With codecs (only where CodecsApply), contributions are encoded per link,
 // and each owner encodes its result once, relays those bytes, and itself keeps
 // decode(encode(result)), so all ranks end bit-identical.
+//
+// With `pace_links`, the links share this rank's measured sending rate in proportion to their
+// bytes (CollectiveContext::PaceSends). The hierarchical plan's cross-zone exchange paces: one
+// holder per zone, each sending and receiving alike, where unpaced the long round trips lost the
+// NIC's queue to the short ones. A flat butterfly does not: paced by its own rate alone, a sender
+// ignores what its receivers' NICs take, and on the emulated multicloud-us (NICs of 239-381
+// Mbit/s) paced flat butterflies took 1.08-1.55x as long, with no gain in one zone
+// (perf/RESULTS.md).
 absl::Status ButterflyAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
                                 DType dtype, ReduceOp op, const std::vector<Range>& parts,
-                                const LinkCodecs& codecs);
+                                const LinkCodecs& codecs, bool pace_links);
 
 }  // namespace hmc
 

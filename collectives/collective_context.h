@@ -108,6 +108,8 @@ class CollectiveContext {
   // Shares the sending rate among the links to members, in proportion to `bytes_to[member]`, for
   // as long as the result lives.
   SendPacing PaceSends(const std::vector<uint64_t>& bytes_to);
+  // Links this call paced, over all its subgroups (for the report).
+  int paced_links() const { return paced_links_; }
 
   // Memory that lives as long as the context: transports may still write into it after an
   // algorithm returns early with an error, until Drain() has seen every request finish.
@@ -140,6 +142,7 @@ class CollectiveContext {
   const size_t chunk_bytes_;
   bool pacing_ = false;
   double send_bytes_per_s_ = 0;
+  int paced_links_ = 0;
   uint64_t bytes_sent_ = 0;
   uint64_t bytes_received_ = 0;
   std::vector<uint64_t> bytes_sent_to_;

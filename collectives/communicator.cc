@@ -267,6 +267,7 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
            !send_bytes_per_s_.compare_exchange_weak(seen, ctx.send_bytes_per_s())) {
     }
     report.send_bytes_per_s = ctx.send_bytes_per_s();
+    report.paced_links = ctx.paced_links();
     report.phases = ctx.phases();
     report.bytes_sent = ctx.bytes_sent();
     report.bytes_received = ctx.bytes_received();
@@ -410,7 +411,8 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
       codecs.gather = spans_zones ? inter : intra;
       codecs.feedback = call.feedback;
       return ButterflyAllReduce(ctx, in.data, out.data, in.count, in.dtype, op,
-                                PartsByWeight(in.count, plan.shares), codecs);
+                                PartsByWeight(in.count, plan.shares), codecs,
+                                /*pace_links=*/false);
     }
     return plan.algorithm == "ring"
                ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)

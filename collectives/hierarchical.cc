@@ -148,7 +148,7 @@ absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const std::vector<int
     LinkCodecs codecs{std::vector<const Codec*>(zone_count, inter_codec), inter_codec, feedback,
                       r.begin, &pieces};
     absl::Status s = ButterflyAllReduce(cross, acc + r.begin * es, acc + r.begin * es, r.count,
-                                        acc_type, cross_op, parts, codecs);
+                                        acc_type, cross_op, parts, codecs, /*pace_links=*/true);
     if (!s.ok()) return s;
     for (EncodedPiece piece : pieces) {
       piece.range.begin += r.begin;

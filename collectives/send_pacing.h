@@ -13,8 +13,10 @@ namespace hmc {
 // the sum of the bytes over the rate. Unpaced, the links share the NIC's queue as TCP makes them:
 // flows with short round trips take most of it while it is full, and those with long ones, which
 // needed it most, finish last (on the emulated four continents the cross-zone exchange took about
-// 1.6x its bound unpaced, 1.1-1.2x paced: perf/RESULTS.md). A link that cannot reach its part
-// finishes last either way; the others lose nothing by waiting for it.
+// 1.6x its bound unpaced, 1.1-1.2x paced: perf/RESULTS.md). The sender's rate alone decides, so
+// this suits exchanges whose receivers take what is sent (one holder per zone, alike); a link
+// into a slower NIC cannot reach its part while the sender's other links are held to theirs
+// (butterfly.h: flat butterflies are not paced).
 //
 // The rate must be the NIC's or a little under it: paced 25% above, the links filled the NIC's
 // queue again and kept little of the gain. It comes from a phase that kept the NIC busy on links

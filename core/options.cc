@@ -71,7 +71,7 @@ const OptionSpec kOptionTable[] = {
      "run each candidate algorithm once, the rules' choice first, and later ones run the fastest "
      "(times agreed by all ranks); 0: the rules alone."},
     {"pace_sends", &Options::pace_sends,
-     "A butterfly's sends on several links at once share this rank's sending rate, as a phase "
+     "The hierarchical plan's cross-zone sends share this rank's sending rate, as a phase "
      "that filled its NIC measured it (the hierarchical plan's in-zone exchange), each link paced "
      "(SO_MAX_PACING_RATE) in proportion to its bytes so that all finish together; 0: unpaced "
      "(TCP shares the NIC, and links with long round trips lose)."},

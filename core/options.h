@@ -44,7 +44,7 @@ struct Options {
   std::string shares = "auto";       // Butterfly shares: auto, equal or one weight per rank.
   bool probe = true;                 // Measure every link at creation.
   bool explore = true;               // Auto all-reduces try each candidate algorithm first.
-  bool pace_sends = true;            // Sends on several links at once share the measured rate.
+  bool pace_sends = true;            // Cross-zone sends share the measured rate.
   std::string prices;                // Egress price table file; empty: the built-in one.
   int64_t small_message_bytes = 256 << 10;
   int64_t chunk_bytes = 2 << 20;  // Pipeline segment.

@@ -156,12 +156,13 @@ TEST(InprocCollectives, HierarchicalCrossesZonesOnlyOnceEveryHolderIsDoneInItsZo
 }
 
 // The hierarchical plan's in-zone exchange measures the rate its sends leave at, which later
-// calls keep (to pace a butterfly's sends with); with pacing off nothing is measured.
-TEST(InprocCollectives, HierarchicalMeasuresTheSendingRateThatPacingShares) {
+// calls keep, and its cross-zone exchange (three holders: two links each) shares among its links;
+// a flat butterfly never paces (butterfly.h). With pacing off nothing is measured or paced.
+TEST(InprocCollectives, HierarchicalMeasuresTheSendingRateThatItsCrossZoneLinksShare) {
   for (const bool pace : {true, false}) {
     Options options;
     options.pace_sends = pace;
-    RunGroup(4,
+    RunGroup(6,
              [&](int rank, Communicator& comm) {
                std::vector<float> data(1 << 16, 1.0f + rank);
                Buffer b{data.data(), data.size(), DType::kF32};
@@ -174,18 +175,21 @@ TEST(InprocCollectives, HierarchicalMeasuresTheSendingRateThatPacingShares) {
                auto hierarchical = comm.AllReduce(b, b, ReduceOp::kSum, call);
                ASSERT_TRUE(hierarchical->Wait().ok());
                const double measured = hierarchical->report().send_bytes_per_s;
-               call.algo = "ring";
-               auto later = comm.AllReduce(b, b, ReduceOp::kSum, call);
-               ASSERT_TRUE(later->Wait().ok());
+               call.algo = "butterfly";
+               auto butterfly = comm.AllReduce(b, b, ReduceOp::kSum, call);
+               ASSERT_TRUE(butterfly->Wait().ok());
+               EXPECT_EQ(butterfly->report().paced_links, 0) << "rank " << rank;
                if (pace) {
                  EXPECT_GT(measured, 0) << "rank " << rank;
-                 EXPECT_GE(later->report().send_bytes_per_s, measured) << "rank " << rank;
+                 EXPECT_GE(hierarchical->report().paced_links, 2) << "rank " << rank;
+                 EXPECT_GE(butterfly->report().send_bytes_per_s, measured) << "rank " << rank;
                } else {
                  EXPECT_EQ(measured, 0) << "rank " << rank;
-                 EXPECT_EQ(later->report().send_bytes_per_s, 0) << "rank " << rank;
+                 EXPECT_EQ(hierarchical->report().paced_links, 0) << "rank " << rank;
+                 EXPECT_EQ(butterfly->report().send_bytes_per_s, 0) << "rank " << rank;
                }
              },
-             options, {"a", "a", "b", "b"});
+             options, {"a", "a", "b", "b", "c", "c"});
   }
 }
 
