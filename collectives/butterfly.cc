@@ -83,13 +83,16 @@ absl::Status ButterflyAllReduce(CollectiveContext& ctx, const void* in, void* ou
   }
 
   // Every link carries this rank's contribution to its peer's part and the result of its own.
-  std::vector<uint64_t> bytes_to(n, 0);
-  for (int p = 0; p < n; ++p) {
-    if (p == me) continue;
-    bytes_to[p] = WireBytes(link_codec(p), parts[p].count, es) +
-                  WireBytes(gather_codec, parts[me].count, out_es);
-  }
-  const SendPacing pacing = pace_links ? ctx.PaceSends(bytes_to) : SendPacing();
+  auto link_bytes = [&] {
+    std::vector<uint64_t> bytes_to(n, 0);
+    for (int p = 0; p < n; ++p) {
+      if (p == me) continue;
+      bytes_to[p] = WireBytes(link_codec(p), parts[p].count, es) +
+                    WireBytes(gather_codec, parts[me].count, out_es);
+    }
+    return bytes_to;
+  };
+  const SendPacing pacing = pace_links ? ctx.PaceSends(link_bytes()) : SendPacing();
 
   // 2. This rank's contribution to every other part, segment k to every owner before segment k+1
   // to any, so that every link carries data from the start.

@@ -102,11 +102,14 @@ SendPacing CollectiveContext::PaceSends(const std::vector<uint64_t>& bytes_to) {
     channels.push_back(p == rank_ ? nullptr : (*channels_)[GlobalRank(p)].get());
   }
   const std::vector<uint64_t> rates = PacingRates(send_bytes_per_s_, bytes_to);
-  CollectiveContext* root = this;
-  while (root->parent_ != nullptr) root = root->parent_;
-  root->paced_links_ += static_cast<int>(
-      std::count_if(rates.begin(), rates.end(), [](uint64_t rate) { return rate > 0; }));
+  CountPacedLinks(static_cast<int>(
+      std::count_if(rates.begin(), rates.end(), [](uint64_t rate) { return rate > 0; })));
   return SendPacing(channels, rates);
+}
+
+void CollectiveContext::CountPacedLinks(int links) {
+  if (parent_ != nullptr) return parent_->CountPacedLinks(links);
+  paced_links_ += links;
 }
 
 void CollectiveContext::EndPhase(const std::string& name) {

@@ -131,6 +131,7 @@ class CollectiveContext {
 
  private:
   int GlobalRank(int member) const;
+  void CountPacedLinks(int links);  // Into the call's own context, as Send counts bytes.
 
   ScratchPool* const pool_;
   const int rank_;

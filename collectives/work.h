@@ -27,8 +27,8 @@ struct CollectiveReport {
   // This rank's sending rate as measured by this call or an earlier one, bytes/s: what sends on
   // several links at once are paced to share (HMC_PACE_SENDS; 0: not measured, or off).
   double send_bytes_per_s = 0;
-  int paced_links =
-      0;  // Links whose sends shared that rate (the hierarchical plan's, across zones).
+  // Links whose sends shared that rate (only the hierarchical plan's cross-zone links pace).
+  int paced_links = 0;
   absl::Duration check_time;  // Argument check (one round trip).
   absl::Duration data_time;   // Moving and reducing data.
   // The algorithm's phases on this rank, in order (hierarchical: in zone, across zones, ...).
