@@ -103,27 +103,19 @@ absl::Status Communicator::ProbeLinks() {
   matrix.size = n;
   matrix.rtt_ms.assign(n * n, 0.0);
   matrix.mbit.assign(n * n, 0.0);
-  auto wait = [](const std::shared_ptr<Work>& w) { return w->Wait(); };
 
-  // Round trips: with each peer at once, a thread per peer. Both sides ping first, then answer
-  // the other's ping, so each answer leaves as soon as its ping arrives.
+  // Round trips: with each peer at once, a thread per peer.
   std::vector<absl::Status> errors(n);
   std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) {
     if (p == rank_) continue;
     threads.emplace_back([&, p] {
-      int64_t ping = 0, got = 0;
-      double best = 1e300;
-      for (int i = 0; i < kPings && errors[p].ok(); ++i) {
-        const absl::Time start = absl::Now();
-        auto sent = Send(Buffer{&ping, 1, DType::kI64}, p);
-        errors[p] = wait(Recv(Buffer{&got, 1, DType::kI64}, p));
-        if (errors[p].ok()) errors[p] = wait(Send(Buffer{&ping, 1, DType::kI64}, p));
-        if (errors[p].ok()) errors[p] = wait(Recv(Buffer{&got, 1, DType::kI64}, p));
-        if (absl::Status s = wait(sent); errors[p].ok()) errors[p] = s;
-        best = std::min(best, absl::ToDoubleMilliseconds(absl::Now() - start));
+      absl::StatusOr<absl::Duration> rtt = FastestRoundTrip(*this, p, kPings);
+      if (rtt.ok()) {
+        matrix.rtt_ms[p * n + rank_] = absl::ToDoubleMilliseconds(*rtt);
+      } else {
+        errors[p] = rtt.status();
       }
-      matrix.rtt_ms[p * n + rank_] = best;
     });
   }
   for (auto& t : threads) t.join();

@@ -128,6 +128,23 @@ absl::StatusOr<double> ReceiveProbeChunks(Communicator& comm, int peer, const Ch
   return meter.Mbit();
 }
 
+absl::StatusOr<absl::Duration> FastestRoundTrip(Communicator& comm, int peer, int pings) {
+  auto wait = [](const std::shared_ptr<Work>& w) { return w->Wait(); };
+  int64_t ping = 0, got = 0;
+  absl::Duration fastest = absl::InfiniteDuration();
+  for (int i = 0; i < pings; ++i) {
+    const absl::Time start = absl::Now();
+    auto sent = comm.Send(Buffer{&ping, 1, DType::kI64}, peer);
+    absl::Status status = wait(comm.Recv(Buffer{&got, 1, DType::kI64}, peer));
+    if (status.ok()) status = wait(comm.Send(Buffer{&ping, 1, DType::kI64}, peer));
+    if (status.ok()) status = wait(comm.Recv(Buffer{&got, 1, DType::kI64}, peer));
+    if (absl::Status s = wait(sent); status.ok()) status = s;
+    if (!status.ok()) return status;
+    fastest = std::min(fastest, absl::Now() - start);
+  }
+  return fastest;
+}
+
 absl::Status Communicator::ProbeStreams() {
   const int n = size();
   const int next = (rank_ + 1) % n;
@@ -135,38 +152,43 @@ absl::Status Communicator::ProbeStreams() {
   Channel& out = *channels_[next];
   Channel& in = *channels_[prev];
   const int max_streams = out.connections();
-  auto wait = [](const std::shared_ptr<Work>& w) { return w->Wait(); };
 
-  // Every rank pings its successor while answering its predecessor; the slowest round sets how
-  // long each measurement runs: long enough to leave slow start behind on the longest link.
-  int64_t ping = 0;
-  absl::Duration slowest_round;
-  absl::Duration rtt_to_next = absl::InfiniteDuration();  // The fastest round.
-  for (int i = 0; i < kPings; ++i) {
-    const absl::Time start = absl::Now();
-    auto sent = Send(Buffer{&ping, 1, DType::kI64}, next);
-    if (absl::Status s = wait(Recv(Buffer{&ping, 1, DType::kI64}, prev)); !s.ok()) return s;
-    if (absl::Status s = wait(Send(Buffer{&ping, 1, DType::kI64}, prev)); !s.ok()) return s;
-    if (absl::Status s = wait(Recv(Buffer{&ping, 1, DType::kI64}, next)); !s.ok()) return s;
-    if (absl::Status s = wait(sent); !s.ok()) return s;
-    slowest_round = std::max(slowest_round, absl::Now() - start);
-    rtt_to_next = std::min(rtt_to_next, absl::Now() - start);
+  // Every ring link's round trip, timed by its sender while its receiver answers (with two ranks
+  // the one link serves both), then shared: every rank must put each link in the same class.
+  absl::StatusOr<absl::Duration> to_next;
+  absl::Status answering_prev;
+  {
+    std::thread answer;
+    if (prev != next) {
+      answer =
+          std::thread([&] { answering_prev = FastestRoundTrip(*this, prev, kPings).status(); });
+    }
+    to_next = FastestRoundTrip(*this, next, kPings);
+    if (answer.joinable()) answer.join();
   }
-  double window_s = std::clamp(absl::ToDoubleSeconds(slowest_round) * 20, 0.1, 2.0);
-  const Buffer window_buffer{&window_s, 1, DType::kF64};
-  if (absl::Status s = AllReduce(window_buffer, window_buffer, ReduceOp::kMax)->Wait(); !s.ok()) {
+  if (!to_next.ok()) return to_next.status();
+  if (!answering_prev.ok()) return answering_prev;
+  int64_t mine = absl::ToInt64Microseconds(*to_next);
+  std::vector<int64_t> link_rtt_us(n);  // Of the link from rank r to rank r + 1.
+  if (absl::Status s = AllGather(Buffer{&mine, 1, DType::kI64},
+                                 Buffer{link_rtt_us.data(), link_rtt_us.size(), DType::kI64})
+                           ->Wait();
+      !s.ok()) {
     return s;
   }
-  const absl::Duration window = absl::Seconds(window_s);
+  auto long_link_from = [&](int r) { return link_rtt_us[r] >= kLongLinkRttMs * 1000; };
 
-  // One measurement: this rank streams chunks to its successor for `window` while it receives
-  // from its predecessor, and returns the incoming rate.
-  auto measure = [&](int streams) -> absl::StatusOr<double> {
+  // One measurement of one class's links: each rank whose outgoing link is of the class streams
+  // chunks to its successor for `window` (the others send their end marker only), while every
+  // rank receives from its predecessor; returns the incoming rate.
+  auto measure = [&](bool long_class, absl::Duration window,
+                     int streams) -> absl::StatusOr<double> {
     if (!out.local()) out.SetActiveStreams(streams);
+    const bool marker_only = out.local() || long_link_from(rank_) != long_class;
     absl::Status send_status;
     std::thread sender([&] {
       send_status =
-          SendProbeChunks(*this, next, window, kProbeChunksPerStream * streams, out.local());
+          SendProbeChunks(*this, next, window, kProbeChunksPerStream * streams, marker_only);
     });
     absl::StatusOr<double> rate = ReceiveProbeChunks(*this, prev, in);
     sender.join();
@@ -177,35 +199,46 @@ absl::Status Communicator::ProbeStreams() {
     return *rate;
   };
 
-  absl::StatusOr<double> one = measure(1);
-  if (!one.ok()) return one.status();
-  absl::StatusOr<double> all = measure(max_streams);
-  if (!all.ok()) return all.status();
+  // Each class for about twenty round trips of its longest link: long enough to leave slow start
+  // behind.
   StreamChoice choice;
-  choice.window = window;
-  choice.connections = max_streams;
-  // Every ring link's choice (0 where local) and round trip: rank r holds its incoming link's
-  // choice and its outgoing link's round trip, as integer microseconds.
-  int64_t mine[2] = {0, absl::ToInt64Microseconds(rtt_to_next)};
-  if (!in.local()) {
-    choice.one_stream_mbit = *one;
-    choice.all_streams_mbit = *all;
-    choice.link_choice = StreamsToReach(*one, *all, max_streams);
-    mine[0] = choice.link_choice;
+  double one = 0, all = 0;
+  for (const bool long_class : {true, false}) {
+    int64_t longest_us = -1;
+    for (int r = 0; r < n; ++r) {
+      if (long_link_from(r) == long_class) longest_us = std::max(longest_us, link_rtt_us[r]);
+    }
+    if (longest_us < 0) continue;
+    const absl::Duration window =
+        std::clamp(absl::Microseconds(longest_us) * 20, absl::Milliseconds(100), absl::Seconds(2));
+    absl::StatusOr<double> one_stream = measure(long_class, window, 1);
+    if (!one_stream.ok()) return one_stream.status();
+    absl::StatusOr<double> all_streams = measure(long_class, window, max_streams);
+    if (!all_streams.ok()) return all_streams.status();
+    if (long_link_from(prev) == long_class) {
+      one = *one_stream;
+      all = *all_streams;
+      choice.window = window;
+    }
   }
-  std::vector<int64_t> every(2 * n);
-  if (absl::Status s =
-          AllGather(Buffer{mine, 2, DType::kI64}, Buffer{every.data(), every.size(), DType::kI64})
-              ->Wait();
+  choice.connections = max_streams;
+  choice.link_rtt_ms = link_rtt_us[prev] / 1e3;
+  int64_t link_choice = 0;  // This rank's incoming link's; 0 where it is local.
+  if (!in.local()) {
+    choice.one_stream_mbit = one;
+    choice.all_streams_mbit = all;
+    choice.link_choice = StreamsToReach(one, all, max_streams);
+    link_choice = choice.link_choice;
+  }
+  std::vector<int64_t> choices(n);  // Of the link into rank r.
+  if (absl::Status s = AllGather(Buffer{&link_choice, 1, DType::kI64},
+                                 Buffer{choices.data(), choices.size(), DType::kI64})
+                           ->Wait();
       !s.ok()) {
     return s;
   }
-  std::vector<int64_t> choices(n);
   std::vector<double> rtt_ms(n);
-  for (int r = 0; r < n; ++r) {
-    choices[r] = every[2 * r];
-    rtt_ms[r] = every[2 * ((r + n - 1) % n) + 1] / 1e3;  // Link r-1 -> r, timed by r-1.
-  }
+  for (int r = 0; r < n; ++r) rtt_ms[r] = link_rtt_us[(r + n - 1) % n] / 1e3;
   const int64_t wanted = *std::max_element(choices.begin(), choices.end());
   choice.probed = wanted > 0;
   choice.streams = wanted > 0 ? static_cast<int>(wanted) : std::min(kLocalStreams, max_streams);

@@ -18,18 +18,24 @@ class Communicator;
 // probe at creation measured to choose it (HMC_STREAMS=0). On a wide-area path one TCP stream is
 // capped by its window over the round trip (the reference measurement: 211 Mbit/s on a path that
 // carries 6 Gbit/s with 40 streams); on a LAN or through a loaded host more streams only add
-// overhead. So each rank measures its incoming ring link as the ring uses it, every link at once,
-// first through one stream and then through all of them, and asks for enough streams to reach
-// 90% of what all of them carried: ceil(0.9 · all / one). Links come in two classes, long (a
-// round trip of kLongLinkRttMs or more: wide-area paths, where streams pay) and short (a LAN, a
-// zone: one or two streams fill them, and more only crowd the NIC's queue); each class uses the
-// largest choice among its ring links, and a class without a probed ring link uses the group's.
+// overhead. So each rank measures its incoming ring link as the ring uses them, every link of a
+// class at once, first through one stream and then through all of them, and asks for enough
+// streams to reach 90% of what all of them carried: ceil(0.9 · all / one). Links come in two
+// classes, long (a round trip of kLongLinkRttMs or more: wide-area paths, where streams pay) and
+// short (a LAN, a zone: one or two streams fill them, and more only crowd the NIC's queue). The
+// classes are measured one after the other: a short link at full rate fills its sender's NIC
+// queue, and the acknowledgements of the long link that the same rank receives wait in it (the
+// four continents × 0.05: 32 streams from the US to Europe read 78 Mbit/s beside the flood, 217
+// without). Each class uses the largest choice among its ring links, and a class without a
+// probed ring link uses the group's.
 struct StreamChoice {
   int streams = 1;        // Connections each send spreads over: the largest choice of any link.
   int long_streams = 1;   // On links of kLongLinkRttMs or more, once their round trip is known.
   int short_streams = 1;  // On the others.
   bool probed = false;    // False where streams was set, or no link leaves the host.
-  // This rank's incoming ring link (from rank - 1), when it was probed.
+  // This rank's incoming ring link (from rank - 1): its round trip, and when it was probed, its
+  // rates.
+  double link_rtt_ms = 0;
   double one_stream_mbit = 0;
   double all_streams_mbit = 0;  // Through every connection (max_streams).
   int connections = 0;
@@ -53,6 +59,12 @@ int StreamsToReach(double one_mbit, double all_mbit, int max_streams);
 // trip, ms: {long, short}.
 std::pair<int, int> StreamsByLinkClass(const std::vector<int64_t>& choices,
                                        const std::vector<double>& rtt_ms);
+
+// The fastest of `pings` round trips with `peer`, which must call this for this rank at the same
+// time: both sides ping first and then answer the other's ping, so each answer leaves as soon as
+// its ping arrives and the time is this link's alone (a ring of pings would wait on its slowest
+// link).
+absl::StatusOr<absl::Duration> FastestRoundTrip(Communicator& comm, int peer, int pings);
 
 // Bytes received over time, as the probe's receiver sees them. The rate leaves out the first 40%
 // of the time between the first and the last arrival, which TCP spends in slow start.

@@ -199,10 +199,10 @@ int RunRank(const Options& options, PerfArgs a) {
   if (rank == 0 && streams.probed) {
     std::printf(
         "# streams per peer: %d on long links, %d on short ones, chosen by the probe (%.0f ms per "
-        "measurement; rank 0's incoming link: 1 stream %.1f Mbit/s, %d streams %.1f Mbit/s, "
-        "wants %d)\n",
+        "measurement; rank 0's incoming link, %.1f ms: 1 stream %.1f Mbit/s, %d streams %.1f "
+        "Mbit/s, wants %d)\n",
         streams.long_streams, streams.short_streams, absl::ToDoubleMilliseconds(streams.window),
-        streams.one_stream_mbit, streams.connections, streams.all_streams_mbit,
+        streams.link_rtt_ms, streams.one_stream_mbit, streams.connections, streams.all_streams_mbit,
         streams.link_choice);
   }
   if (!a.plans.empty()) {

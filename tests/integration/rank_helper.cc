@@ -274,7 +274,8 @@ int RunEndless(Communicator& comm, int expect_failed) {
 // `expect_local`, fails unless the group saw that no link leaves the host.
 int PrintStreams(Communicator& comm, bool expect_local) {
   const StreamChoice& c = comm.stream_choice();
-  std::printf("streams %d probed %d one %.2f all %.2f link %d\n", c.streams, c.probed ? 1 : 0,
+  std::printf("streams %d probed %d long %d short %d rtt %.3f one %.2f all %.2f link %d\n",
+              c.streams, c.probed ? 1 : 0, c.long_streams, c.short_streams, c.link_rtt_ms,
               c.one_stream_mbit, c.all_streams_mbit, c.link_choice);
   if (expect_local && (c.probed || c.streams != kLocalStreams)) {
     std::fprintf(stderr, "rank %d: expected %d streams without a probe\n", comm.rank(),

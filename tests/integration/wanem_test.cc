@@ -140,50 +140,61 @@ TEST_F(WanemUp, HmcrunRunsRanksInTheEmulatedHosts) {
       << ReadFile(output);
 }
 
-// Three sites whose paths cap a single TCP flow at 1/8 of their capacity: the probe at creation
-// must see one stream reach the cap and all of them fill the path, and choose about eight
-// streams. (Three, so that each ring link's reverse direction carries only acknowledgements.)
-// Jumbo frames: a sixth of the packets for the user-space emulator to forward, so that it
-// carries the paths' 80 Mbit/s under the sanitizers too.
-TEST_F(WanemUp, StreamProbeFindsThePerFlowCap) {
+// Two sites of two hosts whose path between them caps a single TCP flow at 1/8 of its
+// capacity. The ring runs a-0, a-1 (short), b-0 (long), b-1 (short), a-0 (long). The probe at
+// creation must time each link on its own (a ring of pings would time every link as the slowest),
+// see one stream reach the cap and all of them fill the path on the long links, choose about
+// eight streams for them and one or two inside a site, where one stream fills the NIC. Each
+// direction of the path carries one ring link's data and the other's acknowledgements. Jumbo
+// frames: a sixth of the packets for the user-space emulator to forward, so that it carries the
+// paths' 80 Mbit/s under the sanitizers too.
+TEST_F(WanemUp, StreamProbeFindsThePerFlowCapOnLongLinksAndOneStreamInASite) {
   const std::string topology = testing::TempDir() + "/capped.topo";
   std::ofstream out(topology);
-  for (const char* site : {"a", "b", "c"}) {
-    out << "region " << site << "\nhost " << site << "-0 region=" << site << "\npath " << site
-        << " " << site << " rtt=0.2ms capacity=10Gbit\n";
+  for (const char* site : {"a", "b"}) {
+    out << "region " << site << " nic=200Mbit\nhost " << site << "-0 region=" << site << "\nhost "
+        << site << "-1 region=" << site << "\npath " << site << " " << site
+        << " rtt=0.2ms capacity=10Gbit\n";
   }
-  for (const char* pair : {"a b", "b c", "a c"}) {
-    out << "path " << pair << " rtt=20ms capacity=80Mbit flow=10Mbit\n";
-  }
+  out << "path a b rtt=20ms capacity=80Mbit flow=10Mbit\n";
   out.close();
   Up(topology, 9000);
-  Exec("a-0", {HMC_COORDINATOR_PATH, "--bind=10.201.0.1:29400", "--world_size=3"});
+  Exec("a-0", {HMC_COORDINATOR_PATH, "--bind=10.201.0.1:29400", "--world_size=4"});
+  const std::vector<std::string> hosts = {"a-0", "a-1", "b-0", "b-1"};
   std::vector<std::string> outputs;
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < 4; ++r) {
     outputs.push_back(testing::TempDir() + absl::StrCat("/streams", r, ".out"));
-    Exec(std::string(1, static_cast<char>('a' + r)) + "-0",
+    Exec(hosts[r],
          {"HMC_COORDINATOR=10.201.0.1:29400", absl::StrCat("HMC_RANK=", r), HMC_TEST_RANK_PATH,
           "streams"},
          outputs.back());
   }
   ExpectEveryProcessSucceeds();
-  for (const std::string& output : outputs) {
-    const std::string text = ReadFile(output);
-    int streams = 0, probed = 0, link = 0;
-    double one = 0, all = 0;
-    ASSERT_EQ(std::sscanf(text.c_str(), "streams %d probed %d one %lf all %lf link %d", &streams,
-                          &probed, &one, &all, &link),
-              5)
+  for (int r = 0; r < 4; ++r) {
+    const std::string text = ReadFile(outputs[r]);
+    int streams = 0, probed = 0, long_streams = 0, short_streams = 0, link = 0;
+    double rtt = 0, one = 0, all = 0;
+    ASSERT_EQ(
+        std::sscanf(text.c_str(),
+                    "streams %d probed %d long %d short %d rtt %lf one %lf all %lf link %d",
+                    &streams, &probed, &long_streams, &short_streams, &rtt, &one, &all, &link),
+        8)
         << text;
     EXPECT_EQ(probed, 1) << text;
+    EXPECT_GE(long_streams, 5) << text;
+    EXPECT_LE(long_streams, 10) << text;
+    EXPECT_LE(short_streams, 2) << text;
+    if (r % 2 == 1) {  // From its site mate.
+      EXPECT_LT(rtt, 5.0) << text;
+      continue;
+    }
+    EXPECT_GT(rtt, 18.0) << text;
     EXPECT_GT(one, 6.0) << text;  // One flow: its cap, 10 Mbit/s.
     EXPECT_LT(one, 11.0) << text;
     EXPECT_GT(all, 55.0) << text;  // Every flow: the path, 80 Mbit/s.
     // A tenth above the path is a wrong measurement: before the receiver timed bytes as the
     // sockets delivered them, chunks that overtook a late one counted late (89.8 Mbit/s once).
     EXPECT_LT(all, 88.0) << text;
-    EXPECT_GE(streams, 5) << text;
-    EXPECT_LE(streams, 10) << text;
   }
 }
 
