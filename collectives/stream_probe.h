@@ -18,7 +18,7 @@ class Communicator;
 // probe at creation measured to choose it (HMC_STREAMS=0). On a wide-area path one TCP stream is
 // capped by its window over the round trip (the reference measurement: 211 Mbit/s on a path that
 // carries 6 Gbit/s with 40 streams); on a LAN or through a loaded host more streams only add
-// overhead. So each rank measures its incoming ring link as the ring uses them, every link of a
+// overhead. So each rank measures its incoming ring link as the ring uses it, every link of a
 // class at once, first through one stream and then through all of them, and asks for enough
 // streams to reach 90% of what all of them carried: ceil(0.9 · all / one). Links come in two
 // classes, long (a round trip of kLongLinkRttMs or more: wide-area paths, where streams pay) and
@@ -40,7 +40,7 @@ struct StreamChoice {
   double all_streams_mbit = 0;  // Through every connection (max_streams).
   int connections = 0;
   int link_choice = 0;
-  absl::Duration window;  // Time each measurement sent for.
+  absl::Duration window;  // Time each measurement of the incoming link's class sent for.
 };
 
 // Round trip from which a link is long: its messages are striped, and it takes long_streams.
