@@ -199,8 +199,10 @@ absl::Status Communicator::ProbeStreams() {
     return *rate;
   };
 
-  // Each class for about twenty round trips of its longest link: long enough to leave slow start
-  // behind.
+  // Each class for about twenty round trips of its longest link, long enough to leave slow start
+  // behind, and for at least half a second: inside a zone twenty round trips are a few
+  // milliseconds, and the emulated one zone read one stream at 20-24 Mbit/s of a 689 Mbit/s NIC in
+  // 0.1 s (perf/RESULTS.md, item 8).
   StreamChoice choice;
   double one = 0, all = 0;
   for (const bool long_class : {true, false}) {
@@ -210,7 +212,7 @@ absl::Status Communicator::ProbeStreams() {
     }
     if (longest_us < 0) continue;
     const absl::Duration window =
-        std::clamp(absl::Microseconds(longest_us) * 20, absl::Milliseconds(100), absl::Seconds(2));
+        std::clamp(absl::Microseconds(longest_us) * 20, absl::Milliseconds(500), absl::Seconds(2));
     absl::StatusOr<double> one_stream = measure(long_class, window, 1);
     if (!one_stream.ok()) return one_stream.status();
     absl::StatusOr<double> all_streams = measure(long_class, window, max_streams);
