@@ -204,7 +204,7 @@ TEST_F(WanemUp, StreamProbeFindsThePerFlowCapOnLongLinksAndOneStreamInASite) {
 // every rank with the same bits, close to the exact sum, at an egress cost.
 // Two streams per peer, fixed, so that no streams probe runs first (StreamProbe* tests it): under
 // ASan it chose one or two here, and where it chose two, the link probe read the link it had
-// flooded with 32 streams at 12-15 Mbit/s (61-182 without it), which hid the slow site.
+// flooded with 32 streams at 12-15 Mbit/s (61-133 with the count fixed), which hid the slow site.
 TEST_F(WanemUp, LinkProbeGivesASlowSiteNoShare) {
   const std::string topology = testing::TempDir() + "/slow-site.topo";
   std::ofstream out(topology);
