@@ -24,10 +24,10 @@ class Communicator;
 // classes, long (a round trip of kLongLinkRttMs or more: wide-area paths, where streams pay) and
 // short (a LAN, a zone: one or two streams fill them, and more only crowd the NIC's queue). The
 // classes are measured one after the other: a short link at full rate fills its sender's NIC
-// queue, and the acknowledgements of the long link that the same rank receives wait in it (the
-// four continents × 0.05: 32 streams from the US to Europe read 78 Mbit/s beside the flood, 217
-// without). Each class uses the largest choice among its ring links, and a class without a
-// probed ring link uses the group's.
+// queue, and the acknowledgements of the long link that the same rank receives wait in it
+// (multicloud-us × 0.05: 32 streams into GC-0, whose own outgoing link stays in its zone, read
+// 144-283 Mbit/s beside the flood and 329-336 without it; perf/RESULTS.md item 8). Each class uses
+// the largest choice among its ring links, and a class without a probed ring link uses the group's.
 struct StreamChoice {
   int streams = 1;        // Connections each send spreads over: the largest choice of any link.
   int long_streams = 1;   // On links of kLongLinkRttMs or more, once their round trip is known.
