@@ -3,7 +3,8 @@
 //
 //   build/bin/hmc-gloo-allreduce -n 4 -a ring_chunked -b 64M -e 64M
 //
-// -n starts N copies of itself that rendezvous through a FileStore in a fresh temporary folder.
+// -n starts N copies of itself that rendezvous (and part) through a FileStore in a fresh
+// temporary folder, under hmcrun's group runner: when one rank fails, the others are stopped.
 // Each algorithm gets a fresh context (reusing one across algorithms stalls), every iteration
 // starts after a barrier and lasts until its slowest rank is done, time is the median, and #wrong
 // compares with a serial reference.
@@ -31,6 +32,7 @@
 #include "gloo/rendezvous/file_store.h"
 #include "gloo/rendezvous/prefix_store.h"
 #include "gloo/transport/tcp/device.h"
+#include "launcher/group_runner.h"
 #include "launcher/process.h"
 #include "perf/perf_table.h"
 
@@ -166,19 +168,21 @@ int main(int argc, char** argv) {
   const std::string store = pattern;
   std::vector<std::string> child_argv(argv, argv + argc);
   child_argv[0] = hmc::SelfExecutable(argv[0]);
-  std::vector<hmc::Process> ranks;
+  // The group runner stops the other ranks when one fails: the ranks' parting wait on the store
+  // would not notice a peer that died.
+  std::vector<hmc::RankProcess> ranks;
   for (int r = 0; r < np; ++r) {
-    auto p = hmc::Process::Spawn(
-        child_argv, {"HMC_GLOO_RANK=" + std::to_string(r), "HMC_GLOO_SIZE=" + std::to_string(np),
-                     "HMC_GLOO_STORE=" + store});
-    if (!p.ok()) return 1;
-    ranks.push_back(std::move(*p));
+    ranks.push_back(
+        {.command = {.argv = child_argv,
+                     .env = {"HMC_GLOO_RANK=" + std::to_string(r),
+                             "HMC_GLOO_SIZE=" + std::to_string(np), "HMC_GLOO_STORE=" + store}},
+         .name = "rank " + std::to_string(r)});
   }
-  int status = 0;
-  for (auto& p : ranks) {
-    auto code = p.Wait(absl::Now() + absl::Hours(1));
-    if (!code.ok() || *code != 0) status = 1;
+  const absl::StatusOr<int> code = hmc::RunRanks(std::move(ranks), {.timeout = absl::Hours(1)});
+  if (!code.ok()) {
+    std::fprintf(stderr, "hmc-gloo-allreduce: %s\n", code.status().ToString().c_str());
   }
+  const int status = code.ok() && *code == 0 ? 0 : 1;
   std::filesystem::remove_all(store);
   return status;
 }
