@@ -223,8 +223,10 @@ absl::Status Communicator::ProbeStreams() {
       choice.window = window;
     }
   }
+  std::vector<double> rtt_ms(n);  // Of the link into rank r, as the choices below are.
+  for (int r = 0; r < n; ++r) rtt_ms[r] = link_rtt_us[(r + n - 1) % n] / 1e3;
   choice.connections = max_streams;
-  choice.link_rtt_ms = link_rtt_us[prev] / 1e3;
+  choice.link_rtt_ms = rtt_ms[rank_];
   int64_t link_choice = 0;  // This rank's incoming link's; 0 where it is local.
   if (!in.local()) {
     choice.one_stream_mbit = one;
@@ -239,8 +241,6 @@ absl::Status Communicator::ProbeStreams() {
       !s.ok()) {
     return s;
   }
-  std::vector<double> rtt_ms(n);
-  for (int r = 0; r < n; ++r) rtt_ms[r] = link_rtt_us[(r + n - 1) % n] / 1e3;
   const int64_t wanted = *std::max_element(choices.begin(), choices.end());
   choice.probed = wanted > 0;
   choice.streams = wanted > 0 ? static_cast<int>(wanted) : std::min(kLocalStreams, max_streams);
