@@ -11,7 +11,7 @@
 namespace hmc {
 namespace {
 
-constexpr size_t kDescriptorBytes = 24;
+constexpr size_t kDescriptorBytes = 40;
 
 void Encode(const CallDescriptor& d, uint8_t* out) {
   out[0] = static_cast<uint8_t>(d.kind);
@@ -23,6 +23,8 @@ void Encode(const CallDescriptor& d, uint8_t* out) {
   std::memset(out + 16, 0, 8);
   out[16] = d.locally_invalid ? 1 : 0;
   std::memcpy(out + 20, &d.plan, 4);
+  std::memcpy(out + 24, &d.round, 8);
+  std::memcpy(out + 32, &d.weight, 8);
 }
 
 // Names each field and how to print a raw value of it.
@@ -66,6 +68,12 @@ const Field kFields[] = {
        std::memcpy(&plan, raw + 20, 4);
        return absl::StrFormat("%08x", plan);
      }},
+    {"averaging round",
+     [](const uint8_t* raw) -> std::string {
+       uint64_t round;
+       std::memcpy(&round, raw + 24, 8);
+       return absl::StrCat(round);
+     }},
 };
 
 }  // namespace
@@ -82,12 +90,16 @@ const char* CollectiveName(CollectiveKind kind) {
       return "broadcast";
     case CollectiveKind::kBarrier:
       return "barrier";
+    case CollectiveKind::kAverage:
+      return "average";
   }
   return "unknown";
 }
 
-absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine) {
+absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
+                            std::vector<double>* weights) {
   const int n = ctx.size();
+  if (weights != nullptr) weights->assign(n, mine.weight);
   if (n == 1) return absl::OkStatus();
   uint8_t* all = ctx.Scratch(kDescriptorBytes * n);
   Encode(mine, all + kDescriptorBytes * ctx.rank());
@@ -96,8 +108,13 @@ absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine) 
     return s;
   }
   // Field offsets within the descriptor, in kFields order.
-  const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20};
-  const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4};
+  const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20, 24};
+  const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4, 8};
+  if (weights != nullptr) {
+    for (int peer = 0; peer < n; ++peer) {
+      std::memcpy(&(*weights)[peer], all + kDescriptorBytes * peer + 32, 8);
+    }
+  }
   std::vector<std::string> differences;
   for (size_t f = 0; f < std::size(kFields); ++f) {
     bool differs = false;

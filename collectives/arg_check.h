@@ -2,6 +2,7 @@
 #define HMC_COLLECTIVES_ARG_CHECK_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "collectives/collective_context.h"
@@ -16,6 +17,7 @@ enum class CollectiveKind : uint8_t {
   kAllGather = 3,
   kBroadcast = 4,
   kBarrier = 5,
+  kAverage = 6,  // An attempt of a fault-tolerant averaging round (averaging.h).
 };
 
 const char* CollectiveName(CollectiveKind kind);
@@ -30,12 +32,16 @@ struct CallDescriptor {
   uint64_t count = 0;  // Per-rank element count (the block for reduce-scatter and all-gather).
   bool locally_invalid = false;  // This rank's own checks refused its arguments.
   uint32_t plan = 0;             // Fingerprint of the codecs and shares this rank will use.
+  uint64_t round = 0;            // Average: the round (compared).
+  double weight = 0;             // Average: this rank's weight (shared, not compared).
 };
 
 // Every rank sends its descriptor to every other (one round trip, tiny messages) and compares them
 // all, so every rank returns the same verdict: OK, or InvalidArgument listing each field that
 // differs with every rank's value. With identical descriptors this doubles as a barrier.
-absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine);
+// `weights`, if given, receives every rank's `weight`.
+absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
+                            std::vector<double>* weights = nullptr);
 
 }  // namespace hmc
 

@@ -29,10 +29,21 @@ enum class Phase : uint8_t {
   kDoubling = 8,
   kPointToPoint = 9,  // Communicator::Send/Recv; the sequence field counts per peer.
   kReady = 10,        // CollectiveContext::AwaitMembers.
+  kCommit = 11,       // The commit vote of an averaging round.
+  kReconcile = 12,    // The first exchange of a membership epoch (averaging.h).
 };
 
 // Tag = sequence number (28 bits) | phase (4) | step (12) | segment (20). Distinct sequence
-// numbers let several collectives be in flight on the same channels.
+// numbers let several collectives be in flight on the same channels. A sequence number is the
+// membership epoch (14 bits) and the call's number within it (14 bits, 0 for the epoch's
+// reconciliation): a call's messages never meet another epoch's, and the tags of earlier epochs
+// are all below EpochTagFloor, so that links can drop them (Channel::DiscardTagsBelow).
+inline constexpr uint32_t kMaxEpoch = (1u << 14) - 1;
+inline uint32_t EpochSequence(uint32_t epoch, uint32_t call) {
+  return ((epoch & kMaxEpoch) << 14) | (call & 0x3fffu);
+}
+inline uint64_t EpochTagFloor(uint32_t epoch) { return uint64_t{epoch & kMaxEpoch} << 50; }
+
 inline uint64_t MakeTag(uint32_t sequence, Phase phase, uint32_t step, uint32_t segment) {
   return (uint64_t{sequence & 0xfffffffu} << 36) | (uint64_t{static_cast<uint8_t>(phase)} << 32) |
          (uint64_t{step & 0xfffu} << 20) | (segment & 0xfffffu);

@@ -21,41 +21,8 @@
 namespace hmc {
 namespace {
 
-// The epoch of a freshly completed world; later epochs come with elastic membership.
+// The epoch of a freshly completed world (the coordinator's first table).
 constexpr uint32_t kInitialEpoch = 1;
-
-}  // namespace
-
-Communicator::Communicator(int rank, std::vector<std::shared_ptr<Channel>> channels,
-                           const Options& options)
-    : rank_(rank), options_(options), channels_(std::move(channels)) {
-  pool_ = std::make_unique<WorkerPool>(static_cast<int>(options.workers));
-}
-
-std::unique_ptr<Communicator> Communicator::CreateFromChannels(
-    int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options,
-    const std::vector<std::string>& zones) {
-  std::unique_ptr<Communicator> comm(new Communicator(rank, std::move(channels), options));
-  comm->peers_.world_size = comm->size();
-  for (int r = 0; r < comm->size(); ++r) {
-    PeerEntry entry;
-    entry.rank = r;
-    entry.zone = zones.empty() ? options.zone : zones[r % zones.size()];
-    comm->peers_.peers.push_back(entry);
-  }
-  return comm;
-}
-
-std::vector<int> Communicator::ZoneIndexes() const {
-  std::map<std::string, int> index;
-  std::vector<int> zone_of;
-  for (const PeerEntry& p : peers_.peers) {
-    zone_of.push_back(index.emplace(p.zone, static_cast<int>(index.size())).first->second);
-  }
-  return zone_of;
-}
-
-namespace {
 
 // Each peer costs `streams` sockets, so a large group with many streams outgrows the usual soft
 // limit of 1024 descriptors; the hard limit is the process's to take.
@@ -67,7 +34,47 @@ void RaiseDescriptorLimit() {
   }
 }
 
+// How long a Work's Wait() without a deadline waits past the call's deadline: the worker ends the
+// call by its deadline and then drains its requests (CollectiveContext::Drain, 30 s at most).
+constexpr absl::Duration kDrainGrace = absl::Seconds(35);
+
+// Data links fail after this long without delivering when heartbeat_timeout is auto: several
+// retransmission timeouts of a lossy 300 ms path fit in it, a vanished host does not stay hidden.
+constexpr absl::Duration kDataLinkLivenessTimeout = absl::Seconds(10);
+
 }  // namespace
+
+Communicator::Communicator(int id, std::vector<std::shared_ptr<Channel>> channels,
+                           const PeerTable& table, const Options& options)
+    : id_(id),
+      options_(options),
+      world_channels_(std::move(channels)),
+      world_size_(static_cast<int>(world_channels_.size())) {
+  pool_ = std::make_unique<WorkerPool>(static_cast<int>(options.workers));
+  group_ = Group::Make(table, id, world_channels_, LinkMatrix{});
+  world_table_ = table;
+  membership_thread_ = std::thread([this] { MembershipLoop(); });
+}
+
+std::unique_ptr<Communicator> Communicator::CreateFromChannels(
+    int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options,
+    const std::vector<std::string>& zones) {
+  PeerTable table;
+  table.epoch = kInitialEpoch;
+  table.world_size = static_cast<int>(channels.size());
+  for (int r = 0; r < table.world_size; ++r) {
+    PeerEntry entry;
+    entry.rank = r;
+    entry.zone = zones.empty() ? options.zone : zones[r % zones.size()];
+    table.peers.push_back(entry);
+  }
+  return std::unique_ptr<Communicator>(new Communicator(rank, std::move(channels), table, options));
+}
+
+std::shared_ptr<const Group> Communicator::group() const {
+  MutexLock lock(&mu_);
+  return group_;
+}
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options& options) {
   const absl::Time deadline = absl::Now() + options.connect_timeout;
@@ -94,6 +101,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   config.limits.max_frame_bytes = static_cast<uint64_t>(options.max_frame_bytes);
   config.limits.epoch = kInitialEpoch;
   config.limits.pull_min_bytes = static_cast<uint64_t>(options.pull_min_bytes);
+  config.limits.liveness_timeout = options.heartbeat_timeout > absl::ZeroDuration()
+                                       ? options.heartbeat_timeout
+                                       : kDataLinkLivenessTimeout;
   absl::StatusOr<std::unique_ptr<TcpTransport>> transport = TcpTransport::Create(config);
   if (!transport.ok()) return transport.status();
   if (absl::Status s = (*client)->Join((*transport)->address(), deadline); !s.ok()) return s;
@@ -107,28 +117,25 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   absl::StatusOr<std::vector<std::shared_ptr<Channel>>> channels =
       (*transport)->ConnectAll(rank, addresses, deadline);
   if (!channels.ok()) return channels.status();
-  std::unique_ptr<Communicator> comm(new Communicator(rank, std::move(*channels), options));
-  comm->peers_ = *table;
+  std::unique_ptr<Communicator> comm(new Communicator(rank, std::move(*channels), *table, options));
   if (!options.prices.empty()) {
     absl::StatusOr<PriceTable> prices = PriceTable::Load(options.prices);
     if (!prices.ok()) return prices.status();
     comm->prices_ = *std::move(prices);
   }
-  Communicator* raw = comm.get();
-  // Channel errors already begin with the peer's description.
-  (*transport)->SetFailureCallback([raw](int, const absl::Status& why) { raw->Abort(why); });
-  (*client)->SetMembershipCallback([raw](const PeerTable& table) {
-    if (table.epoch == 0) return;  // Coordinator lost: the data path goes on without it.
-    for (const PeerEntry& p : table.peers) {
-      if (!p.alive && p.failure != "left") {
-        raw->Abort(absl::UnavailableError(absl::StrFormat(
-            "the coordinator declared %s failed: %s", raw->peers_.Describe(p.rank), p.failure)));
-      }
-    }
-  });
   comm->transport_ = std::move(*transport);
   comm->coordinator_ = std::move(*client);
+  Communicator* raw = comm.get();
+  // Channel errors already begin with the peer's description.
+  comm->transport_->SetFailureCallback(
+      [raw](int id, const absl::Status& why) { raw->OnPeerLost(id, why); });
+  comm->coordinator_->SetMembershipCallback([raw](const PeerTable& table) {
+    if (table.epoch == 0) return;  // Coordinator lost: the data path goes on without it.
+    raw->ApplyMembership(table);
+  });
   comm->stream_choice_.streams = config.limits.streams;
+  // The probes' calls end by Create's deadline: a link that drops everything fails Create.
+  comm->setup_deadline_ = deadline;
   if (options.streams == 0 && comm->size() > 1) {
     if (absl::Status s = comm->ProbeStreams(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("choosing streams per peer: ", s.message()));
@@ -139,11 +146,17 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
       return absl::Status(s.code(), absl::StrCat("probing links: ", s.message()));
     }
   }
+  comm->setup_deadline_ = absl::InfiniteFuture();
   return comm;
 }
 
 Communicator::~Communicator() {
   pool_.reset();  // Runs what is queued; each call ends by its deadline.
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  membership_thread_.join();
   if (transport_ != nullptr && health().ok()) transport_->Shutdown(absl::Now() + absl::Seconds(5));
   // Each callback's thread is joined before what it touches goes away: the coordinator client's
   // thread first, then the transport's progress thread, then the channels.
@@ -154,7 +167,6 @@ Communicator::~Communicator() {
   coordinator_.reset();
   if (transport_ != nullptr) transport_->SetFailureCallback(nullptr);
   transport_.reset();
-  channels_.clear();
 }
 
 absl::Status Communicator::health() const {
@@ -163,9 +175,10 @@ absl::Status Communicator::health() const {
 }
 
 std::vector<LinkStats> Communicator::link_stats() const {
-  std::vector<LinkStats> stats(channels_.size());
-  for (size_t i = 0; i < channels_.size(); ++i) {
-    if (channels_[i] != nullptr) stats[i] = channels_[i]->stats();
+  std::shared_ptr<const Group> g = group();
+  std::vector<LinkStats> stats(g->size());
+  for (int i = 0; i < g->size(); ++i) {
+    if (g->channels[i] != nullptr) stats[i] = g->channels[i]->stats();
   }
   return stats;
 }
@@ -176,10 +189,14 @@ void Communicator::Abort(const absl::Status& why) {
     if (!broken_.ok()) return;
     broken_ = why;
   }
-  Logf("comm", "rank %d: aborting: %s", rank_, why.message());
-  for (auto& channel : channels_) {
+  Logf("comm", "rank %d: aborting: %s", id_, why.message());
+  for (auto& channel : world_channels_) {
     if (channel != nullptr) channel->Close(why);
   }
+}
+
+absl::Time Communicator::CallDeadline(absl::Duration timeout) const {
+  return std::min(absl::Now() + timeout, setup_deadline_);
 }
 
 absl::Status Communicator::CheckBuffers(const Buffer& in, const Buffer& out, size_t in_count,
@@ -202,47 +219,55 @@ absl::Status Communicator::CheckBuffers(const Buffer& in, const Buffer& out, siz
   return absl::OkStatus();
 }
 
-std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Status local_check,
+std::shared_ptr<Work> Communicator::Launch(std::shared_ptr<const Group> g,
+                                           CallDescriptor descriptor, absl::Status local_check,
                                            std::string algorithm_name, const CallOptions& call,
                                            Algorithm algorithm, size_t chunk_bytes,
-                                           std::string plan_detail) {
-  auto work = std::make_shared<Work>();
-  uint32_t sequence;
+                                           std::string plan_detail, AveragingAttempt* attempt) {
+  const absl::Duration timeout =
+      call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
+  const absl::Time deadline = CallDeadline(timeout);
+  auto work = std::make_shared<Work>(deadline + kDrainGrace);
+  uint32_t sequence = 0;  // 0: the call's epoch had ended when it was made.
   {
     MutexLock lock(&mu_);
-    sequence = next_sequence_++;
+    if (g->epoch == group_->epoch) sequence = next_sequence_++;
   }
   CollectiveReport report;
-  report.name = absl::StrFormat("%s #%d", CollectiveName(descriptor.kind), sequence);
+  report.name = absl::StrFormat("%s #%d.%d", CollectiveName(descriptor.kind), g->epoch, sequence);
   report.algorithm = std::move(algorithm_name);
   report.plan = std::move(plan_detail);
   descriptor.locally_invalid = !local_check.ok();
   if (!local_check.ok() && !options_.check_args) {
     work->Complete(
-        absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s", report.name, rank_,
+        absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s", report.name, g->rank,
                                                          local_check.message())),
         report);
     return work;
   }
-  const absl::Duration timeout =
-      call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
   if (chunk_bytes == 0) chunk_bytes = static_cast<size_t>(options_.chunk_bytes);
-  pool_->Submit([this, work, sequence, descriptor, local_check, report, timeout, chunk_bytes,
-                 algorithm = std::move(algorithm)]() mutable {
+  pool_->Submit([this, g, work, sequence, descriptor, local_check, report, deadline, chunk_bytes,
+                 attempt, algorithm = std::move(algorithm)]() mutable {
     if (absl::Status broken = health(); !broken.ok()) {
       work->Complete(
           absl::FailedPreconditionError(absl::StrFormat("%s on rank %d: communicator unusable: %s",
-                                                        report.name, rank_, broken.message())),
+                                                        report.name, g->rank, broken.message())),
           report);
       return;
     }
-    CollectiveContext ctx(rank_, size(), &channels_, sequence, report.name, absl::Now() + timeout,
-                          chunk_bytes, &scratch_);
+    if (sequence == 0 || group()->epoch != g->epoch) {
+      work->Complete(MembershipChangedError(g->epoch, group()->epoch,
+                                            "the call was made in an epoch that ended"),
+                     report);
+      return;
+    }
+    CollectiveContext ctx(g->rank, g->size(), &g->channels, EpochSequence(g->epoch, sequence),
+                          report.name, deadline, chunk_bytes, &scratch_);
     if (options_.pace_sends) ctx.EnablePacing(send_bytes_per_s_.load());
     const absl::Time start = absl::Now();
     absl::Status checked;
-    if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier) {
-      checked = CheckArguments(ctx, descriptor);
+    if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier || attempt != nullptr) {
+      checked = CheckArguments(ctx, descriptor, attempt != nullptr ? &attempt->weights : nullptr);
     }
     // A verdict of the check (OK or a mismatch) is the same on every rank.
     const bool verdict = checked.ok() || absl::IsInvalidArgument(checked);
@@ -250,13 +275,14 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
     if (!local_check.ok() && verdict) {
       // This rank's own reason is more precise than "buffers differ".
       status = absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s", report.name,
-                                                                rank_, local_check.message()));
+                                                                g->rank, local_check.message()));
     }
     report.check_time = absl::Now() - start;
     bool ran = false;
     if (status.ok()) {
       ctx.BeginPhases();
       status = algorithm(ctx);
+      if (status.ok() && attempt != nullptr) status = VoteOnAttempt(ctx, *g, attempt);
       ran = true;
     }
     report.data_time = absl::Now() - start - report.check_time;
@@ -271,39 +297,31 @@ std::shared_ptr<Work> Communicator::Launch(CallDescriptor descriptor, absl::Stat
     report.phases = ctx.phases();
     report.bytes_sent = ctx.bytes_sent();
     report.bytes_received = ctx.bytes_received();
-    AccountEgress(ctx.bytes_sent_to(), report);
+    AccountEgress(*g, ctx.bytes_sent_to(), report);
     // Ranks stay in step when no data moved and the check's verdict was shared; otherwise the
-    // group cannot continue.
-    if (!status.ok() && (ran || !verdict)) Abort(status);
+    // epoch cannot go on.
+    if (!status.ok() && (ran || !verdict)) status = AfterFailure(*g, status);
     ctx.Drain();
     work->Complete(status, report);
   });
   return work;
 }
 
-LinkMatrix Communicator::links() const {
-  MutexLock lock(&mu_);
-  return *links_;
-}
+LinkMatrix Communicator::links() const { return *group()->links; }
 
-absl::StatusOr<AllReducePlan> Communicator::PlanAllReduce(const Buffer& in,
+absl::StatusOr<AllReducePlan> Communicator::PlanAllReduce(const Group& g, const Buffer& in,
                                                           const CallOptions& call) const {
   TunerInput input;
   input.bytes = in.bytes();
-  input.zone_of = ZoneIndexes();
-  std::shared_ptr<const LinkMatrix> matrix;
-  {
-    MutexLock lock(&mu_);
-    matrix = links_;
-  }
-  input.links = matrix.get();
+  input.zone_of = g.zone_of;
+  input.links = g.links.get();
   input.algo = call.algo.empty() ? options_.algo : call.algo;
   input.codec_inter = call.codec_inter.empty() ? options_.codec_inter : call.codec_inter;
   input.codec_intra = call.codec_intra.empty() ? options_.codec_intra : call.codec_intra;
   input.shares = call.shares.empty() ? options_.shares : call.shares;
   input.small_message_bytes = static_cast<size_t>(options_.small_message_bytes);
   input.chunk_bytes = static_cast<size_t>(options_.chunk_bytes);
-  input.codec_encode_bytes_per_s = matrix->auto_codec_bytes_per_s;
+  input.codec_encode_bytes_per_s = g.links->auto_codec_bytes_per_s;
   return ChoosePlan(input);
 }
 
@@ -319,20 +337,21 @@ absl::StatusOr<const Codec*> Communicator::CodecFor(const std::string& spec) {
   return it->second.get();
 }
 
-void Communicator::AccountEgress(const std::vector<uint64_t>& bytes_sent_to,
+void Communicator::AccountEgress(const Group& g, const std::vector<uint64_t>& bytes_sent_to,
                                  CollectiveReport& report) const {
-  const std::string& mine = peers_.peers[rank_].zone;
+  const std::string& mine = g.peers.peers[g.rank].zone;
   for (size_t peer = 0; peer < bytes_sent_to.size(); ++peer) {
-    const std::string& theirs = peers_.peers[peer].zone;
+    const std::string& theirs = g.peers.peers[peer].zone;
     if (theirs == mine) continue;
     report.bytes_sent_across_zones += bytes_sent_to[peer];
     report.egress_usd += bytes_sent_to[peer] / 1e9 * prices_.UsdPerGb(mine, theirs);
   }
 }
 
-std::vector<std::string> Communicator::TrialCandidates(const std::string& rules_choice) const {
+std::vector<std::string> Communicator::TrialCandidates(const Group& g,
+                                                       const std::string& rules_choice) const {
   std::vector<std::string> candidates = {rules_choice};
-  const bool hierarchical = ZonesShareRanks(ZoneIndexes());
+  const bool hierarchical = ZonesShareRanks(g.zone_of);
   for (const char* algorithm : {"hierarchical", "butterfly", "ring"}) {
     if (algorithm == rules_choice) continue;
     if (std::string(algorithm) == "hierarchical" && !hierarchical) continue;
@@ -343,22 +362,35 @@ std::vector<std::string> Communicator::TrialCandidates(const std::string& rules_
 
 std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& out, ReduceOp op,
                                               const CallOptions& call) {
+  return LaunchAllReduce(group(), in, out, op, call, /*round=*/nullptr);
+}
+
+std::shared_ptr<Work> Communicator::LaunchAllReduce(std::shared_ptr<const Group> g,
+                                                    const Buffer& in, const Buffer& out,
+                                                    ReduceOp op, const CallOptions& call,
+                                                    AveragingAttempt* round) {
   absl::Status check = CheckBuffers(in, out, in.count, in.count);
-  absl::StatusOr<AllReducePlan> planned = PlanAllReduce(in, call);
+  absl::StatusOr<AllReducePlan> planned = PlanAllReduce(*g, in, call);
   // An algorithm the rules chose for a large message is tried against the others (plan_trials.h).
   std::string trial_class;
   PlanTrials::Step step;
-  if (planned.ok() && options_.explore && size() > 1 && !planned->algorithm_forced &&
+  std::shared_ptr<PlanTrials> trials;
+  {
+    MutexLock lock(&mu_);
+    trials = trials_;
+  }
+  if (planned.ok() && options_.explore && g->size() > 1 && !planned->algorithm_forced &&
       planned->algorithm != "halving_doubling") {
     trial_class =
         absl::StrFormat("%d|%s|%s|%s|%s|%s", std::bit_width(in.bytes()), DTypeName(in.dtype),
                         ReduceOpName(op), planned->codec_inter, planned->codec_intra, call.shares);
     const absl::Duration timeout =
         call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
-    step = trials_.Next(trial_class, TrialCandidates(planned->algorithm), absl::Now() + timeout);
+    step =
+        trials->Next(trial_class, TrialCandidates(*g, planned->algorithm), CallDeadline(timeout));
     CallOptions tried = call;
     tried.algo = step.algorithm;
-    planned = PlanAllReduce(in, tried);
+    planned = PlanAllReduce(*g, in, tried);
     if (planned.ok()) planned->why = step.why;
   }
   if (check.ok() && !planned.ok()) check = planned.status();
@@ -379,24 +411,28 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
     if (check.ok() && !made.ok()) check = made.status();
     if (made.ok()) *codec = *made;
   }
-  CallDescriptor d{CollectiveKind::kAllReduce,
+  CallDescriptor d{round != nullptr ? CollectiveKind::kAverage : CollectiveKind::kAllReduce,
                    in.dtype,
                    op,
                    static_cast<uint8_t>(1 + (known - algorithms.begin())),
                    0,
                    in.count};
   d.plan = plan.Fingerprint();
+  if (round != nullptr) {
+    d.round = round->round;
+    d.weight = round->weight;
+  }
   const std::string detail = CodecsApply(in.dtype, op)
                                  ? absl::StrFormat("%s; codecs inter=%s intra=%s", plan.why,
                                                    plan.codec_inter, plan.codec_intra)
                                  : plan.why;
-  auto run = [=, this](CollectiveContext& ctx) {
+  auto run = [=](CollectiveContext& ctx) {
     if (in.count == 0) return absl::OkStatus();
-    if (size() == 1) {
+    if (g->size() == 1) {
       if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
       return absl::OkStatus();
     }
-    const std::vector<int> zone_of = ZoneIndexes();
+    const std::vector<int>& zone_of = g->zone_of;
     if (plan.algorithm == "hierarchical") {
       return HierarchicalAllReduce(ctx, zone_of, in.data, out.data, in.count, in.dtype, op, inter,
                                    call.feedback);
@@ -404,9 +440,9 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
     if (plan.algorithm == "butterfly") {
       LinkCodecs codecs;
       bool spans_zones = false;
-      for (int p = 0; p < size(); ++p) {
-        codecs.for_peer.push_back(zone_of[p] == zone_of[rank_] ? intra : inter);
-        spans_zones |= zone_of[p] != zone_of[rank_];
+      for (int p = 0; p < g->size(); ++p) {
+        codecs.for_peer.push_back(zone_of[p] == zone_of[g->rank] ? intra : inter);
+        spans_zones |= zone_of[p] != zone_of[g->rank];
       }
       codecs.gather = spans_zones ? inter : intra;
       codecs.feedback = call.feedback;
@@ -418,12 +454,14 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
                ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)
                : HalvingDoublingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
   };
-  if (step.trial < 0) return Launch(d, check, plan.algorithm, call, run, plan.chunk_bytes, detail);
+  if (step.trial < 0) {
+    return Launch(g, d, check, plan.algorithm, call, run, plan.chunk_bytes, detail, round);
+  }
   // A trial: its time is the slowest rank's, agreed inside the call, so every rank records the
   // same. Halving-doubling's phases are not among the candidates': its messages cannot meet theirs.
   auto agreed = std::make_shared<double>(PlanTrials::kFailed);
   std::shared_ptr<Work> work = Launch(
-      d, check, plan.algorithm, call,
+      g, d, check, plan.algorithm, call,
       [run, agreed](CollectiveContext& ctx) {
         const absl::Time start = absl::Now();
         absl::Status s = run(ctx);
@@ -434,18 +472,19 @@ std::shared_ptr<Work> Communicator::AllReduce(const Buffer& in, const Buffer& ou
         if (s.ok()) *agreed = seconds;
         return s;
       },
-      plan.chunk_bytes, detail);
-  work->OnDone([this, trial_class, trial = step.trial, agreed](const absl::Status& status) {
-    trials_.Finished(trial_class, trial, status.ok() ? *agreed : PlanTrials::kFailed);
+      plan.chunk_bytes, detail, round);
+  work->OnDone([trials, trial_class, trial = step.trial, agreed](const absl::Status& status) {
+    trials->Finished(trial_class, trial, status.ok() ? *agreed : PlanTrials::kFailed);
   });
   return work;
 }
 
 std::shared_ptr<Work> Communicator::ReduceScatter(const Buffer& in, const Buffer& out, ReduceOp op,
                                                   const CallOptions& call) {
-  absl::Status check = CheckBuffers(in, out, out.count * size(), out.count);
+  std::shared_ptr<const Group> g = group();
+  absl::Status check = CheckBuffers(in, out, out.count * g->size(), out.count);
   CallDescriptor d{CollectiveKind::kReduceScatter, in.dtype, op, 1, 0, out.count};
-  return Launch(d, check, "ring", call, [=](CollectiveContext& ctx) {
+  return Launch(g, d, check, "ring", call, [=](CollectiveContext& ctx) {
     if (out.count == 0) return absl::OkStatus();
     return RingReduceScatterBlocks(ctx, in.data, out.data, out.count, in.dtype, op);
   });
@@ -453,9 +492,10 @@ std::shared_ptr<Work> Communicator::ReduceScatter(const Buffer& in, const Buffer
 
 std::shared_ptr<Work> Communicator::AllGather(const Buffer& in, const Buffer& out,
                                               const CallOptions& call) {
-  absl::Status check = CheckBuffers(in, out, in.count, in.count * size());
+  std::shared_ptr<const Group> g = group();
+  absl::Status check = CheckBuffers(in, out, in.count, in.count * g->size());
   CallDescriptor d{CollectiveKind::kAllGather, in.dtype, ReduceOp::kSum, 1, 0, in.count};
-  return Launch(d, check, "ring", call, [=](CollectiveContext& ctx) {
+  return Launch(g, d, check, "ring", call, [=](CollectiveContext& ctx) {
     if (in.count == 0) return absl::OkStatus();
     return RingAllGatherBlocks(ctx, in.data, out.data, in.count, in.dtype);
   });
@@ -463,15 +503,16 @@ std::shared_ptr<Work> Communicator::AllGather(const Buffer& in, const Buffer& ou
 
 std::shared_ptr<Work> Communicator::Broadcast(const Buffer& in, const Buffer& out, int root,
                                               const CallOptions& call) {
+  std::shared_ptr<const Group> g = group();
   absl::Status check = CheckBuffers(in, out, out.count, out.count);
-  if (check.ok() && (root < 0 || root >= size())) {
+  if (check.ok() && (root < 0 || root >= g->size())) {
     check = absl::InvalidArgumentError(
-        absl::StrFormat("root %d is outside a group of %d ranks", root, size()));
+        absl::StrFormat("root %d is outside a group of %d ranks", root, g->size()));
   }
   CallDescriptor d{CollectiveKind::kBroadcast, out.dtype, ReduceOp::kSum, 1, root, out.count};
-  return Launch(d, check, "chain", call, [=, this](CollectiveContext& ctx) {
+  return Launch(g, d, check, "chain", call, [=](CollectiveContext& ctx) {
     if (out.count == 0) return absl::OkStatus();
-    if (rank_ == root && in.data != out.data) std::memcpy(out.data, in.data, out.bytes());
+    if (g->rank == root && in.data != out.data) std::memcpy(out.data, in.data, out.bytes());
     return ChainBroadcast(ctx, out.byte_data(), out.bytes(), root);
   });
 }
@@ -485,20 +526,26 @@ std::shared_ptr<Work> Communicator::Recv(const Buffer& buffer, int peer) {
 }
 
 std::shared_ptr<Work> Communicator::PointToPoint(const Buffer& buffer, int peer, bool send) {
-  auto work = std::make_shared<Work>();
+  std::shared_ptr<const Group> g = group();
   CollectiveReport report;
   report.algorithm = "direct";
   report.name =
       absl::StrFormat("%s %s rank %d", send ? "send" : "recv", send ? "to" : "from", peer);
+  // A request the peer never matches would hold `buffer` forever: at the deadline the
+  // communicator gives up on the group, which ends the request.
+  auto work = std::make_shared<Work>(CallDeadline(options_.timeout), [this, report] {
+    Abort(absl::DeadlineExceededError(
+        absl::StrFormat("%s on rank %d: deadline exceeded", report.name, id_)));
+  });
   absl::Status check = CheckBuffers(buffer, buffer, buffer.count, buffer.count);
-  if (check.ok() && (peer < 0 || peer >= size() || peer == rank_)) {
+  if (check.ok() && (peer < 0 || peer >= g->size() || peer == g->rank)) {
     check = absl::InvalidArgumentError(
-        absl::StrFormat("peer %d is not another rank of %d", peer, size()));
+        absl::StrFormat("peer %d is not another rank of %d", peer, g->size()));
   }
   if (check.ok()) check = health();
   if (!check.ok()) {
     work->Complete(absl::Status(check.code(), absl::StrFormat("%s on rank %d: %s", report.name,
-                                                              rank_, check.message())),
+                                                              g->rank, check.message())),
                    report);
     return work;
   }
@@ -506,12 +553,13 @@ std::shared_ptr<Work> Communicator::PointToPoint(const Buffer& buffer, int peer,
   {
     MutexLock lock(&mu_);
     std::vector<uint32_t>& counts = send ? sends_to_ : receives_from_;
-    if (counts.empty()) counts.assign(size(), 0);
-    count = counts[peer]++;
+    if (counts.empty()) counts.assign(world_size_, 0);
+    count = counts[g->ids[peer]]++;
   }
-  const uint64_t tag = MakeTag(count, Phase::kPointToPoint, 0, 0);
-  RequestPtr request = send ? channels_[peer]->Send(tag, buffer.data, buffer.bytes())
-                            : channels_[peer]->Recv(tag, buffer.data, buffer.bytes());
+  const uint64_t tag = MakeTag(EpochSequence(g->epoch, count), Phase::kPointToPoint, 0, 0);
+  Channel& channel = *g->channels[peer];
+  RequestPtr request = send ? channel.Send(tag, buffer.data, buffer.bytes())
+                            : channel.Recv(tag, buffer.data, buffer.bytes());
   (send ? report.bytes_sent : report.bytes_received) = buffer.bytes();
   const absl::Time start = absl::Now();
   request->Then([work, report, start](const absl::Status& status) mutable {
@@ -522,7 +570,7 @@ std::shared_ptr<Work> Communicator::PointToPoint(const Buffer& buffer, int peer,
 }
 
 std::shared_ptr<Work> Communicator::Barrier(const CallOptions& call) {
-  return Launch(CallDescriptor{}, absl::OkStatus(), "direct", call,
+  return Launch(group(), CallDescriptor{}, absl::OkStatus(), "direct", call,
                 [](CollectiveContext&) { return absl::OkStatus(); });
 }
 

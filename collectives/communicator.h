@@ -6,16 +6,20 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "collectives/arg_check.h"
+#include "collectives/averaging.h"
 #include "collectives/butterfly.h"
 #include "collectives/codecs/codec.h"
 #include "collectives/collective_context.h"
 #include "collectives/egress.h"
+#include "collectives/group.h"
 #include "collectives/link_probe.h"
 #include "collectives/plan_trials.h"
 #include "collectives/scratch_pool.h"
@@ -47,9 +51,17 @@ struct CallOptions {
 // A group of ranks that run collectives together. Every rank must issue the same collectives in
 // the same order (as with MPI and NCCL); each returns at once with a Work to wait on, and several
 // may be in flight. Arguments are compared across ranks before data moves (a mismatch fails that
-// call on every rank and leaves the communicator usable). Any other failure — a peer that dies,
-// a deadline — fails the call on every rank with a message naming the peer, and the communicator
-// then refuses further calls: recovery is a new communicator (elastic membership comes later).
+// call on every rank and leaves the communicator usable).
+//
+// Membership moves in epochs (group.h). When a member fails (its connection breaks, its links stop
+// delivering, or the coordinator misses its heartbeats), the coordinator starts the next epoch
+// without it; every call of the old epoch ends on every survivor with MembershipChanged ("epoch
+// E -> E'; retry"), and calls made after that run in the new epoch over the survivors, who keep
+// their links. rank() and size() are the dense rank and size of the current epoch; id() is the
+// stable rank this process joined with. Below `min_ranks` members, after this rank was removed,
+// when no new epoch comes after a failure, and in a communicator without a coordinator, a failure
+// leaves the communicator unusable instead. Average() gives the stronger guarantee: every survivor
+// ends each round with the same outcome.
 class Communicator {
  public:
   // Joins the coordinator named in `options`, connects to every peer over TCP and returns when
@@ -62,9 +74,14 @@ class Communicator {
       const std::vector<std::string>& zones = {});
   ~Communicator();
 
-  int rank() const { return rank_; }
-  int size() const { return static_cast<int>(channels_.size()); }
-  const PeerTable& peers() const { return peers_; }
+  // Dense rank and size in the current epoch; the stable id this process joined with.
+  int rank() const { return group()->rank; }
+  int size() const { return group()->size(); }
+  int id() const { return id_; }
+  uint32_t epoch() const { return group()->epoch; }
+  // The current epoch's members: by dense rank, each entry's `rank` its stable id.
+  PeerTable peers() const { return group()->peers; }
+  std::shared_ptr<const Group> group() const;
 
   // out = op over every rank's in; in may equal out.
   std::shared_ptr<Work> AllReduce(const Buffer& in, const Buffer& out, ReduceOp op,
@@ -80,20 +97,37 @@ class Communicator {
                                   const CallOptions& call = {});
   std::shared_ptr<Work> Barrier(const CallOptions& call = {});
 
-  // Point to point, not collective: the n-th Send to a peer matches that peer's n-th Recv from
-  // this rank (MPI's ordering rule). Lengths must match: a mismatch fails the link to that peer,
-  // naming both lengths. They are posted to the transport at once and complete without a worker.
+  // Fault-tolerant weighted averaging (averaging.h): `buffer` (f32 or f64, the same count on
+  // every rank) becomes sum(weight_i * buffer_i) / sum(weight_i) over the round's contributors,
+  // bit-identical on every rank that returns OK. Survivors of a failure during the round agree
+  // on its outcome: it commits over the members of the epoch it ran in (all of whom had sent their
+  // part), or it is retried once in the next epoch with the weights of those who remain. Returns
+  // the contributors and their weights; an error leaves `buffer` as it was, on every survivor.
+  // Blocking; no other call of this communicator may be in flight meanwhile.
+  absl::StatusOr<AverageOutcome> Average(const Buffer& buffer, double weight,
+                                         const CallOptions& call = {});
+
+  // Point to point, not collective: the n-th Send to a peer (a dense rank) matches that peer's
+  // n-th Recv from this rank within an epoch (MPI's ordering rule). Lengths must match: a mismatch
+  // fails the link to that peer, naming both lengths. They are posted to the transport at once and
+  // complete without a worker; Wait() without a deadline gives up at the `timeout` option (and
+  // then the communicator is unusable: the peer is out of step).
   std::shared_ptr<Work> Send(const Buffer& buffer, int peer);
   std::shared_ptr<Work> Recv(const Buffer& buffer, int peer);
 
   // OK while usable; otherwise why not.
   absl::Status health() const;
+  // Starts the epoch of `table` (a coordinator's peer table, indexed by stable id) if it is newer
+  // than the current one. The coordinator's updates arrive here; tests without a coordinator may
+  // call it. Returns at once: the epoch is adopted on the membership thread.
+  void ApplyMembership(const PeerTable& table);
   // Bytes that crossed each link so far, indexed by peer rank.
   std::vector<LinkStats> link_stats() const;
   // The streams per peer in use, and what the probe at creation measured to choose them.
   const StreamChoice& stream_choice() const { return stream_choice_; }
-  // Round trips and rates between every pair of ranks, measured at creation (option `probe`) or
-  // by the last ProbeLinks; unmeasured (size 0) without a probe.
+  // Round trips and rates between every pair of the current epoch's ranks (by dense rank),
+  // measured at creation (option `probe`) or by the last ProbeLinks; unmeasured (size 0) without
+  // a probe. A new epoch keeps the measurements of the links it kept.
   LinkMatrix links() const;
   // Measures the link matrix again (a few seconds at most) and shares it through the
   // coordinator. Collective: every rank calls it, with no other call in flight.
@@ -107,39 +141,74 @@ class Communicator {
   std::vector<absl::StatusOr<std::string>> GetKeys(const std::vector<std::string>& keys,
                                                    absl::Time deadline);
   // The plan the tuner makes for an all-reduce of `in` with these call options.
-  absl::StatusOr<AllReducePlan> PlanAllReduce(const Buffer& in, const CallOptions& call = {}) const;
+  absl::StatusOr<AllReducePlan> PlanAllReduce(const Buffer& in,
+                                              const CallOptions& call = {}) const {
+    return PlanAllReduce(*group(), in, call);
+  }
 
  private:
   using Algorithm = std::function<absl::Status(CollectiveContext&)>;
 
-  Communicator(int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options);
+  Communicator(int id, std::vector<std::shared_ptr<Channel>> channels, const PeerTable& table,
+               const Options& options);
+  // Runs `algorithm` on a worker in the group `g` (the current one when the call was made).
   // `chunk_bytes` 0: the option's. `plan_detail` goes into the report.
-  std::shared_ptr<Work> Launch(CallDescriptor descriptor, absl::Status local_check,
-                               std::string algorithm_name, const CallOptions& call,
-                               Algorithm algorithm, size_t chunk_bytes = 0,
-                               std::string plan_detail = "");
+  std::shared_ptr<Work> Launch(std::shared_ptr<const Group> g, CallDescriptor descriptor,
+                               absl::Status local_check, std::string algorithm_name,
+                               const CallOptions& call, Algorithm algorithm, size_t chunk_bytes = 0,
+                               std::string plan_detail = "", AveragingAttempt* attempt = nullptr);
+  // After an averaging attempt's all-reduce left the whole sum here: records that, then votes;
+  // commits the round if every member voted and no newer epoch was reconciled meanwhile.
+  absl::Status VoteOnAttempt(CollectiveContext& ctx, const Group& g, AveragingAttempt* attempt);
+  // An all-reduce in group `g`; with `round` set, the attempt of an averaging round (averaging.cc).
+  std::shared_ptr<Work> LaunchAllReduce(std::shared_ptr<const Group> g, const Buffer& in,
+                                        const Buffer& out, ReduceOp op, const CallOptions& call,
+                                        AveragingAttempt* round);
   // The codec for a spec, made once and kept; null for "none".
   absl::StatusOr<const Codec*> CodecFor(const std::string& spec);
   // Egress of one call from this rank: bytes to other zones and their cost.
-  void AccountEgress(const std::vector<uint64_t>& bytes_sent_to, CollectiveReport& report) const;
+  void AccountEgress(const Group& g, const std::vector<uint64_t>& bytes_sent_to,
+                     CollectiveReport& report) const;
   // Why a buffer pair cannot be used, checked before the call is launched.
   absl::Status CheckBuffers(const Buffer& in, const Buffer& out, size_t in_count,
                             size_t out_count) const;
+  // Makes the communicator unusable and closes every link.
   void Abort(const absl::Status& why);
   std::shared_ptr<Work> PointToPoint(const Buffer& buffer, int peer, bool send);
+  // The call deadline for a timeout starting now: capped by Create's deadline while it probes.
+  absl::Time CallDeadline(absl::Duration timeout) const;
+
+  // Membership (membership.cc). A link to stable id `id` failed: every call of the current epoch
+  // ends, and the coordinator hears of it.
+  void OnPeerLost(int id, const absl::Status& why);
+  // Ends every call of epochs before `epoch` on every link, with `why`.
+  void DiscardEpochsBefore(uint32_t epoch, const absl::Status& why);
+  // The status a call of group `g` ends with after `failure`: MembershipChanged once a newer
+  // epoch is adopted (waiting for it a bounded time); otherwise `failure`, and the communicator
+  // becomes unusable.
+  absl::Status AfterFailure(const Group& g, const absl::Status& failure);
+  // Waits until an epoch after `epoch` is adopted, or `deadline`; false if none was.
+  bool AwaitEpochAfter(uint32_t epoch, absl::Time deadline);
+  // The membership thread: reports failures to the coordinator and adopts new epochs.
+  void MembershipLoop();
+  // Makes the group of the newest table current and reconciles the open averaging round in it.
+  void Adopt();
+  // The first exchange of every epoch: members share where they stand in the averaging rounds
+  // and each takes the verdict on its open round (averaging.h).
+  void Reconcile(const std::shared_ptr<const Group>& g);
   // A user key scoped to this world in the coordinator's store.
   std::string UserKey(const std::string& key) const;
-  // Each rank's zone as a small integer, in order of first appearance.
-  std::vector<int> ZoneIndexes() const;
-  // The algorithms an auto all-reduce tries, the rules' choice first.
-  std::vector<std::string> TrialCandidates(const std::string& rules_choice) const;
+  // The algorithms an auto all-reduce in `g` tries, the rules' choice first.
+  std::vector<std::string> TrialCandidates(const Group& g, const std::string& rules_choice) const;
+  absl::StatusOr<AllReducePlan> PlanAllReduce(const Group& g, const Buffer& in,
+                                              const CallOptions& call) const;
   // Measures the ring's links and sets every channel's active streams (stream_probe.cc).
   absl::Status ProbeStreams();
 
-  const int rank_;
+  const int id_;
   const Options options_;
-  std::vector<std::shared_ptr<Channel>> channels_;
-  PeerTable peers_;
+  const std::vector<std::shared_ptr<Channel>> world_channels_;  // By stable id; null at id_.
+  const int world_size_;
   StreamChoice stream_choice_;
   PriceTable prices_ = PriceTable::Default();
   uint32_t probe_generation_ = 0;  // Keys each probe's rows apart in the coordinator.
@@ -147,16 +216,23 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   ScratchPool scratch_;
   std::unique_ptr<WorkerPool> pool_;
-  PlanTrials trials_;
+  std::thread membership_thread_;
+  absl::Time setup_deadline_ = absl::InfiniteFuture();  // Create's, while it probes.
 
   mutable Mutex mu_;
-  uint32_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;
+  // The current epoch's group; calls plan from a shared snapshot of it.
+  std::shared_ptr<const Group> group_ ABSL_GUARDED_BY(mu_);
+  PeerTable world_table_ ABSL_GUARDED_BY(mu_);   // The newest table, by stable id.
+  LinkMatrix world_links_ ABSL_GUARDED_BY(mu_);  // Every measured link, by stable id.
+  std::vector<std::pair<int, std::string>> failures_to_report_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Trials start afresh in each epoch, on every member alike.
+  std::shared_ptr<PlanTrials> trials_ ABSL_GUARDED_BY(mu_) = std::make_shared<PlanTrials>();
+  uint32_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;      // Within the epoch; 0 is reconciliation's.
   std::vector<uint32_t> sends_to_ ABSL_GUARDED_BY(mu_);  // Point-to-point counts per peer.
   std::vector<uint32_t> receives_from_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
-  // Replaced whole by each probe; calls plan from a shared snapshot instead of copying it.
-  std::shared_ptr<const LinkMatrix> links_ ABSL_GUARDED_BY(mu_) =
-      std::make_shared<const LinkMatrix>();
+  RoundLedger ledger_ ABSL_GUARDED_BY(mu_);  // Where this rank stands in averaging rounds.
   // This rank's sending rate, the highest any call measured (CollectiveContext::NoteSendRate),
   // bytes/s; 0 until one has.
   std::atomic<double> send_bytes_per_s_{0};

@@ -98,7 +98,10 @@ std::string LinkMatrix::ToTable() const {
 }
 
 absl::Status Communicator::ProbeLinks() {
-  const int n = size();
+  const std::shared_ptr<const Group> g = group();
+  const int n = g->size();
+  const int self = g->rank;  // This rank, in the group.
+  const std::vector<std::shared_ptr<Channel>>& channels = g->channels;
   LinkMatrix matrix;
   matrix.size = n;
   matrix.rtt_ms.assign(n * n, 0.0);
@@ -108,11 +111,11 @@ absl::Status Communicator::ProbeLinks() {
   std::vector<absl::Status> errors(n);
   std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) {
-    if (p == rank_) continue;
+    if (p == self) continue;
     threads.emplace_back([&, p] {
       absl::StatusOr<absl::Duration> rtt = FastestRoundTrip(*this, p, kPings);
       if (rtt.ok()) {
-        matrix.rtt_ms[p * n + rank_] = absl::ToDoubleMilliseconds(*rtt);
+        matrix.rtt_ms[p * n + self] = absl::ToDoubleMilliseconds(*rtt);
       } else {
         errors[p] = rtt.status();
       }
@@ -127,12 +130,12 @@ absl::Status Communicator::ProbeLinks() {
   // window per round trip (a sender's choice; receivers take stripes from any connection). Each
   // link takes its class's streams, where the streams probe chose them.
   for (int p = 0; p < n; ++p) {
-    if (p == rank_) continue;
-    const bool long_link = matrix.rtt(p, rank_) >= kLongLinkRttMs;
-    if (long_link) channels_[p]->SetStripeMinBytes(kLongLinkStripeMinBytes);
-    if (stream_choice_.probed && !channels_[p]->local()) {
-      channels_[p]->SetActiveStreams(long_link ? stream_choice_.long_streams
-                                               : stream_choice_.short_streams);
+    if (p == self) continue;
+    const bool long_link = matrix.rtt(p, self) >= kLongLinkRttMs;
+    if (long_link) channels[p]->SetStripeMinBytes(kLongLinkStripeMinBytes);
+    if (stream_choice_.probed && !channels[p]->local()) {
+      channels[p]->SetActiveStreams(long_link ? stream_choice_.long_streams
+                                              : stream_choice_.short_streams);
     }
   }
   // Long enough to leave slow start behind on the longest link (as the streams probe).
@@ -147,18 +150,18 @@ absl::Status Communicator::ProbeLinks() {
   const absl::Duration window = absl::Seconds(window_s);
   std::vector<absl::Status> send_errors(n);
   for (int p = 0; p < n; ++p) {
-    if (p == rank_) continue;
+    if (p == self) continue;
     threads.emplace_back([&, p] {
       send_errors[p] =
-          SendProbeChunks(*this, p, window, kProbeChunksPerStream * channels_[p]->active_streams(),
-                          channels_[p]->local());
+          SendProbeChunks(*this, p, window, kProbeChunksPerStream * channels[p]->active_streams(),
+                          channels[p]->local());
     });
     threads.emplace_back([&, p] {
-      absl::StatusOr<double> rate = ReceiveProbeChunks(*this, p, *channels_[p]);
+      absl::StatusOr<double> rate = ReceiveProbeChunks(*this, p, *channels[p]);
       if (!rate.ok()) {
         errors[p] = rate.status();
-      } else if (!channels_[p]->local()) {
-        matrix.mbit[p * n + rank_] = *rate;
+      } else if (!channels[p]->local()) {
+        matrix.mbit[p * n + self] = *rate;
       }
     });
   }
@@ -194,7 +197,7 @@ absl::Status Communicator::ProbeLinks() {
         absl::StrFormat("hmc/links/%s/%d/", options_.world_id, probe_generation_++);
     const absl::Time deadline = absl::Now() + options_.connect_timeout;
     if (absl::Status s =
-            coordinator_->Put(absl::StrCat(prefix, rank_), matrix.SerializeRow(rank_), deadline);
+            coordinator_->Put(absl::StrCat(prefix, self), matrix.SerializeRow(self), deadline);
         !s.ok()) {
       return s;
     }
@@ -210,8 +213,8 @@ absl::Status Communicator::ProbeLinks() {
   } else {
     std::vector<double> mine(2 * n), all(2 * n * n);
     for (int from = 0; from < n; ++from) {
-      mine[from] = matrix.rtt(from, rank_);
-      mine[n + from] = matrix.rate(from, rank_);
+      mine[from] = matrix.rtt(from, self);
+      mine[n + from] = matrix.rate(from, self);
     }
     absl::Status s = AllGather(Buffer{mine.data(), mine.size(), DType::kF64},
                                Buffer{all.data(), all.size(), DType::kF64})
@@ -225,7 +228,11 @@ absl::Status Communicator::ProbeLinks() {
     }
   }
   MutexLock lock(&mu_);
-  links_ = std::make_shared<const LinkMatrix>(std::move(matrix));
+  if (group_->epoch != g->epoch) {
+    return MembershipChangedError(g->epoch, group_->epoch, "the membership changed while probing");
+  }
+  group_ = g->WithLinks(std::move(matrix));
+  world_links_ = group_->ToWorld(world_links_, world_size_);
   return absl::OkStatus();
 }
 

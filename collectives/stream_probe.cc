@@ -146,11 +146,14 @@ absl::StatusOr<absl::Duration> FastestRoundTrip(Communicator& comm, int peer, in
 }
 
 absl::Status Communicator::ProbeStreams() {
-  const int n = size();
-  const int next = (rank_ + 1) % n;
-  const int prev = (rank_ + n - 1) % n;
-  Channel& out = *channels_[next];
-  Channel& in = *channels_[prev];
+  const std::shared_ptr<const Group> g = group();
+  const int n = g->size();
+  const int self = g->rank;  // This rank, in the group.
+  const std::vector<std::shared_ptr<Channel>>& channels = g->channels;
+  const int next = (self + 1) % n;
+  const int prev = (self + n - 1) % n;
+  Channel& out = *channels[next];
+  Channel& in = *channels[prev];
   const int max_streams = out.connections();
 
   // Every ring link's round trip, timed by its sender while its receiver answers (with two ranks
@@ -184,7 +187,7 @@ absl::Status Communicator::ProbeStreams() {
   auto measure = [&](bool long_class, absl::Duration window,
                      int streams) -> absl::StatusOr<double> {
     if (!out.local()) out.SetActiveStreams(streams);
-    const bool marker_only = out.local() || long_link_from(rank_) != long_class;
+    const bool marker_only = out.local() || long_link_from(self) != long_class;
     absl::Status send_status;
     std::thread sender([&] {
       send_status =
@@ -226,7 +229,7 @@ absl::Status Communicator::ProbeStreams() {
   std::vector<double> rtt_ms(n);  // Of the link into rank r, as the choices below are.
   for (int r = 0; r < n; ++r) rtt_ms[r] = link_rtt_us[(r + n - 1) % n] / 1e3;
   choice.connections = max_streams;
-  choice.link_rtt_ms = rtt_ms[rank_];
+  choice.link_rtt_ms = rtt_ms[self];
   int64_t link_choice = 0;  // This rank's incoming link's; 0 where it is local.
   if (!in.local()) {
     choice.one_stream_mbit = one;
@@ -247,7 +250,7 @@ absl::Status Communicator::ProbeStreams() {
   std::tie(choice.long_streams, choice.short_streams) =
       wanted > 0 ? StreamsByLinkClass(choices, rtt_ms) : std::pair{choice.streams, choice.streams};
   // Each link gets its class's count once the link probe knows its round trip.
-  for (auto& channel : channels_) {
+  for (auto& channel : channels) {
     if (channel != nullptr) channel->SetActiveStreams(choice.streams);
   }
   stream_choice_ = choice;

@@ -1,13 +1,30 @@
 #include "collectives/work.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+
 namespace hmc {
 
 absl::Status Work::Wait(absl::Time deadline) {
-  absl::Status s = completion_.Wait(deadline);
-  if (absl::IsDeadlineExceeded(s) && !completion_.done()) {
+  const bool own_limit = deadline >= limit_;
+  absl::Status s = completion_.Wait(std::min(deadline, limit_));
+  if (!absl::IsDeadlineExceeded(s) || completion_.done()) return s;
+  if (!own_limit)
     return absl::DeadlineExceededError("collective still running at the wait's deadline");
+  std::function<void()> expire;
+  {
+    MutexLock lock(&mu_);
+    expire.swap(on_expiry_);
   }
-  return s;
+  if (expire) {
+    expire();  // Ends the call: its outcome names the cause.
+    if (absl::Status ended = completion_.Wait(absl::Now() + absl::Seconds(5)); completion_.done()) {
+      return ended;
+    }
+  }
+  return absl::DeadlineExceededError(
+      absl::StrFormat("still running at its deadline (%s), and more", absl::FormatTime(limit_)));
 }
 
 bool Work::done() const { return completion_.done(); }

@@ -38,8 +38,13 @@ struct CollectiveReport {
 // An asynchronous collective. The communicator completes it once; any thread may wait.
 class Work {
  public:
+  // `limit`: what Wait() without a deadline waits for at most, past the call's own deadline;
+  // `on_expiry` runs (once) when such a wait reaches it, to end the call.
+  explicit Work(absl::Time limit = absl::InfiniteFuture(), std::function<void()> on_expiry = {})
+      : limit_(limit), on_expiry_(std::move(on_expiry)) {}
+
   // Waits until the collective ends or the deadline passes (then DeadlineExceeded, and the
-  // collective keeps running until its own deadline).
+  // collective keeps running until its own deadline). Without a deadline: until the work's limit.
   absl::Status Wait(absl::Time deadline = absl::InfiniteFuture());
   bool done() const;
   // Valid once done.
@@ -54,6 +59,8 @@ class Work {
 
  private:
   Request completion_;  // The outcome; the report is set just before it completes.
+  const absl::Time limit_;
+  std::function<void()> on_expiry_ ABSL_GUARDED_BY(mu_);
   mutable Mutex mu_;
   CollectiveReport report_ ABSL_GUARDED_BY(mu_);
   bool completed_ ABSL_GUARDED_BY(mu_) = false;

@@ -21,6 +21,9 @@ struct Coordinator::Connection {
   absl::Time handshake_deadline;
   int rank = -1;  // -1 until joined.
   absl::Time last_seen;
+  absl::Time challenged;  // When the challenge went out: its answer times the round trip.
+  absl::Duration heartbeat_timeout;
+  bool evicted = false;  // Declared failed while connected: what it sends is ignored.
   std::vector<uint8_t> out;
   size_t out_offset = 0;
   // After an error: what is queued is flushed, the write side shut down, input discarded, and the
@@ -138,6 +141,7 @@ void Coordinator::Accept() {
     c->peer = peer.ok() ? peer->ToString() : "unknown peer";
     c->handshake_deadline = absl::Now() + config_.handshake_timeout;
     c->nonce = RandomNonce();
+    c->challenged = absl::Now();
     SetNoDelay(fd).IgnoreError();
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -254,6 +258,7 @@ void Coordinator::Reject(Connection& c, const std::string& reason) {
 }
 
 absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
+  if (c.evicted) return absl::OkStatus();
   if (c.rank < 0) {
     if (frame.header.type != FrameType::kJoin) {
       return absl::FailedPreconditionError(
@@ -278,6 +283,15 @@ absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
       if (departed_ == config_.world_size) {
         MutexLock lock(&mu_);
         finished_ = true;
+      }
+      return absl::OkStatus();
+    }
+    case FrameType::kSuspect: {
+      absl::StatusOr<Suspicion> m = Suspicion::Parse(frame.payload);
+      if (!m.ok()) return m.status();
+      if (m->rank != c.rank) {
+        DeclareFailed(m->rank, m->epoch,
+                      absl::StrFormat("reported by rank %d: %s", c.rank, m->cause));
       }
       return absl::OkStatus();
     }
@@ -347,6 +361,7 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
   }
   rank_fd_[rank] = c.fd.get();
   c.rank = rank;
+  c.heartbeat_timeout = HeartbeatTimeout(config_.heartbeat_timeout, absl::Now() - c.challenged);
   ++joined_;
   Welcome welcome{rank, config_.world_size,
                   ComputeProof(config_.token, kWelcomeLabel, {join->nonce, c.nonce})};
@@ -391,31 +406,46 @@ void Coordinator::Drop(int fd, const std::string& reason) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
   const int rank = it->second->rank;
+  const bool evicted = it->second->evicted;  // Its failure was declared already.
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
   connections_.erase(it);
-  if (rank < 0) return;
+  if (rank < 0 || evicted) return;
   rank_fd_[rank] = -1;
-  bool complete;
+  bool forming;
+  uint32_t epoch;
   {
     MutexLock lock(&mu_);
-    complete = table_.epoch > 0;
-    if (!complete) {
-      // Still forming: the slot is free again.
-      table_.peers[rank] = PeerEntry{rank, "", "", "", false, ""};
-    } else {
-      table_.peers[rank].alive = false;
-      table_.peers[rank].failure = reason;
-      ++table_.epoch;
-    }
+    forming = table_.epoch == 0;
+    epoch = table_.epoch;
+    // Still forming: the slot is free again.
+    if (forming) table_.peers[rank] = PeerEntry{rank, "", "", "", false, ""};
   }
-  if (!complete) {
+  if (forming) {
     --joined_;
     Logf("coordinator", "rank %d disconnected before the world was complete: %s", rank, reason);
     return;
   }
+  DeclareFailed(rank, epoch, reason);
+}
+
+void Coordinator::DeclareFailed(int rank, uint32_t epoch, const std::string& reason) {
+  {
+    MutexLock lock(&mu_);
+    if (rank < 0 || rank >= config_.world_size || epoch != table_.epoch ||
+        !table_.peers[rank].alive) {
+      return;  // Already handled, or about an epoch that ended.
+    }
+    table_.peers[rank].alive = false;
+    table_.peers[rank].failure = reason;
+    ++table_.epoch;
+  }
   Logf("coordinator", "rank %d failed: %s; epoch %d", rank, reason, table().epoch);
   ++departed_;
-  PublishTable();
+  PublishTable();  // The failed rank, if it still listens, learns it was removed.
+  if (const int fd = rank_fd_[rank]; fd >= 0) {
+    connections_[fd]->evicted = true;
+    rank_fd_[rank] = -1;
+  }
   if (departed_ == config_.world_size) {
     MutexLock lock(&mu_);
     finished_ = true;
@@ -430,7 +460,7 @@ void Coordinator::CheckTimers() {
       if (now >= c->drop_at) expired.emplace_back(fd, "closed after error");
     } else if (c->rank == -1 && now > c->handshake_deadline) {
       expired.emplace_back(fd, "handshake timed out");
-    } else if (c->rank >= 0 && now - c->last_seen > config_.heartbeat_timeout) {
+    } else if (c->rank >= 0 && !c->evicted && now - c->last_seen > c->heartbeat_timeout) {
       expired.emplace_back(
           fd, absl::StrFormat("no heartbeat for %s", absl::FormatDuration(now - c->last_seen)));
     }

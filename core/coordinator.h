@@ -23,7 +23,8 @@ struct CoordinatorConfig {
   std::string world_id = "hmc";
   int world_size = 1;
   absl::Duration handshake_timeout = absl::Seconds(10);
-  absl::Duration heartbeat_timeout = absl::Seconds(10);
+  // Zero: each rank's from its connection's round trip (HeartbeatTimeout).
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();
 };
 
 // The "queen": assigns ranks, holds the peer table and a small key-value store, watches heartbeats
@@ -62,6 +63,9 @@ class Coordinator {
   absl::Status HandleJoin(Connection& c, const Frame& frame);
   void Reject(Connection& c, const std::string& reason);
   void Drop(int fd, const std::string& reason);
+  // Declares `rank` failed and publishes the next epoch, unless it is not alive or `epoch` (the
+  // epoch the reporter saw it fail in) has already ended.
+  void DeclareFailed(int rank, uint32_t epoch, const std::string& reason);
   void CheckTimers();
   void PublishTable();
   void AnswerGets(const std::string& key);

@@ -161,7 +161,9 @@ void CoordinatorClient::Run() {
         left = left_;
       }
       if (!left) {
-        if (absl::Status s = Write(FrameType::kHeartbeat, {}, now + options_.heartbeat_timeout);
+        if (absl::Status s =
+                Write(FrameType::kHeartbeat, {},
+                      now + HeartbeatTimeout(options_.heartbeat_timeout, absl::ZeroDuration()));
             !s.ok()) {
           Shutdown(absl::UnavailableError(
               absl::StrFormat("lost the coordinator %s: %s", coordinator_, s.message())));
@@ -240,6 +242,16 @@ absl::StatusOr<PeerTable> CoordinatorClient::WaitForPeers(absl::Time deadline) {
 void CoordinatorClient::SetMembershipCallback(MembershipCallback callback) {
   MutexLock lock(&mu_);
   callback_ = std::move(callback);
+}
+
+absl::Status CoordinatorClient::ReportFailure(uint32_t epoch, int rank, const std::string& cause) {
+  {
+    MutexLock lock(&mu_);
+    if (!broken_.ok()) return broken_;
+  }
+  Suspicion report{epoch, rank, cause};
+  return Write(FrameType::kSuspect, report.Serialize(),
+               absl::Now() + HeartbeatTimeout(options_.heartbeat_timeout, absl::ZeroDuration()));
 }
 
 absl::StatusOr<uint64_t> CoordinatorClient::SendRequest(FrameType type, const std::string& key,

@@ -49,6 +49,10 @@ class CoordinatorClient {
   std::vector<absl::StatusOr<std::string>> GetMany(const std::vector<std::string>& keys,
                                                    absl::Time deadline);
 
+  // Tells the coordinator that `rank` failed on the data path while the group was at `epoch`
+  // (Suspicion); the coordinator publishes the next epoch without it.
+  absl::Status ReportFailure(uint32_t epoch, int rank, const std::string& cause);
+
   // Tells the coordinator this rank is done, so its disconnection is not a failure.
   void Leave();
 

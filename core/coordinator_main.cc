@@ -15,8 +15,9 @@
 ABSL_FLAG(std::string, bind, "127.0.0.1:0", "Address to listen on (host:port, [v6]:port).");
 ABSL_FLAG(int, world_size, 0, "Number of ranks in the world (required).");
 ABSL_FLAG(std::string, world_id, "hmc", "Name of the world; joins naming another are refused.");
-ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(10),
-          "Silence after which a rank is declared failed.");
+ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::ZeroDuration(),
+          "Silence after which a rank is declared failed; 0: ten round trips of its connection, at "
+          "least 3 s.");
 
 namespace {
 volatile std::sig_atomic_t g_stop = 0;

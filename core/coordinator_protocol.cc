@@ -72,6 +72,29 @@ absl::StatusOr<KvMessage> KvMessage::Parse(std::span<const uint8_t> bytes) {
   return m;
 }
 
+absl::Duration HeartbeatTimeout(absl::Duration configured, absl::Duration round_trip) {
+  if (configured > absl::ZeroDuration()) return configured;
+  return std::max(absl::Seconds(3), 10 * round_trip);
+}
+
+std::vector<uint8_t> Suspicion::Serialize() const {
+  WireWriter w;
+  w.Put<uint32_t>(epoch);
+  w.Put<int32_t>(rank);
+  w.PutString(cause);
+  return w.bytes();
+}
+
+absl::StatusOr<Suspicion> Suspicion::Parse(std::span<const uint8_t> bytes) {
+  WireReader r(bytes);
+  Suspicion m;
+  m.epoch = r.Get<uint32_t>();
+  m.rank = r.Get<int32_t>();
+  m.cause = r.GetString();
+  if (!r.done()) return absl::DataLossError("malformed suspicion");
+  return m;
+}
+
 std::vector<uint8_t> SerializeString(const std::string& s) {
   WireWriter w;
   w.PutString(s);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 
 namespace hmc {
 
@@ -17,6 +18,11 @@ namespace hmc {
 //   then the client sends KvPut / KvGet / Heartbeat / Leave and the server KvValue / PeerTable.
 inline constexpr char kJoinLabel[] = "hmc-join";
 inline constexpr char kWelcomeLabel[] = "hmc-welcome";
+
+// How long a rank may stay silent before the coordinator declares it failed: `configured` when
+// set (option heartbeat_timeout), else ten round trips of its connection and at least 3 s, which
+// is three of the default heartbeat intervals (1 s).
+absl::Duration HeartbeatTimeout(absl::Duration configured, absl::Duration round_trip);
 
 struct JoinRequest {
   std::string world_id;
@@ -50,6 +56,18 @@ struct KvMessage {
 
   std::vector<uint8_t> Serialize() const;
   static absl::StatusOr<KvMessage> Parse(std::span<const uint8_t> bytes);
+};
+
+// A rank's report that a peer failed on the data path (its connection broke, or it did not answer
+// within a collective's deadline) while the group was at `epoch`. The coordinator declares the
+// peer failed unless the report is about an epoch that already ended.
+struct Suspicion {
+  uint32_t epoch = 0;
+  int32_t rank = -1;
+  std::string cause;
+
+  std::vector<uint8_t> Serialize() const;
+  static absl::StatusOr<Suspicion> Parse(std::span<const uint8_t> bytes);
 };
 
 std::vector<uint8_t> SerializeString(const std::string& s);

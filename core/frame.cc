@@ -28,7 +28,7 @@ T Get(const uint8_t* in, size_t& offset) {
 
 bool IsKnownType(uint8_t raw) {
   return (raw >= static_cast<uint8_t>(FrameType::kChallenge) &&
-          raw <= static_cast<uint8_t>(FrameType::kLeave)) ||
+          raw <= static_cast<uint8_t>(FrameType::kSuspect)) ||
          (raw >= static_cast<uint8_t>(FrameType::kPeerChallenge) &&
           raw <= static_cast<uint8_t>(FrameType::kRendezvousDone));
 }
@@ -59,6 +59,8 @@ absl::string_view FrameTypeName(FrameType type) {
       return "heartbeat";
     case FrameType::kLeave:
       return "leave";
+    case FrameType::kSuspect:
+      return "suspect";
     case FrameType::kPeerChallenge:
       return "peer-challenge";
     case FrameType::kPeerHello:

@@ -31,6 +31,7 @@ enum class FrameType : uint8_t {
   kKvValue = 8,
   kHeartbeat = 9,
   kLeave = 10,
+  kSuspect = 11,  // client -> server: a peer failed on the data path (Suspicion).
   // Peer-to-peer transport.
   kPeerChallenge = 16,
   kPeerHello = 17,

@@ -85,13 +85,19 @@ const OptionSpec kOptionTable[] = {
     {"check_args", &Options::check_args,
      "Compare count, dtype, op and root across ranks before data moves."},
     {"workers", &Options::workers, "Threads that run collectives; several may be in flight."},
+    {"min_ranks", &Options::min_ranks,
+     "After a rank fails, the survivors go on in a new membership epoch while at least this many "
+     "ranks live; below it the communicator refuses further calls."},
     {"timeout", &Options::timeout, "Default deadline of a collective (e.g. 300s)."},
     {"connect_timeout", &Options::connect_timeout,
      "Deadline for joining the coordinator and connecting to every peer."},
     {"heartbeat_interval", &Options::heartbeat_interval,
      "How often a rank tells the coordinator it lives."},
     {"heartbeat_timeout", &Options::heartbeat_timeout,
-     "Silence after which the coordinator declares a rank failed."},
+     "Silence after which a rank is declared failed: by the coordinator (no heartbeat) and on "
+     "data links (unacknowledged data or unanswered keepalives, TCP_USER_TIMEOUT); 0 (auto): ten "
+     "round trips of the rank's coordinator connection, at least 3 s (data links: at least 10 "
+     "s, which several retransmissions of a 300 ms path need)."},
 };
 
 std::string EnvName(absl::string_view name) { return "HMC_" + absl::AsciiStrToUpper(name); }

@@ -49,13 +49,14 @@ struct Options {
   int64_t small_message_bytes = 256 << 10;
   int64_t chunk_bytes = 2 << 20;  // Pipeline segment.
   bool check_args = true;
-  int64_t workers = 2;  // Threads that run collectives (several may be in flight).
+  int64_t workers = 2;    // Threads that run collectives (several may be in flight).
+  int64_t min_ranks = 1;  // The group goes on after failures while this many ranks live.
 
   // Deadlines.
   absl::Duration timeout = absl::Minutes(5);  // Default deadline of one collective.
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration heartbeat_interval = absl::Seconds(1);
-  absl::Duration heartbeat_timeout = absl::Seconds(30);
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();  // Zero: from round trips.
 
   // Reads HMC_* variables over the defaults.
   static absl::StatusOr<Options> FromEnvironment();

@@ -49,7 +49,7 @@ absl::StatusOr<PeerTable> PeerTable::Parse(std::span<const uint8_t> bytes) {
 std::string PeerTable::Describe(int rank) const {
   if (rank < 0 || rank >= static_cast<int>(peers.size())) return absl::StrFormat("rank %d", rank);
   const PeerEntry& p = peers[rank];
-  return absl::StrFormat("rank %d (%s, %s)", rank, p.hostname, p.address);
+  return absl::StrFormat("rank %d (%s, %s)", p.rank, p.hostname, p.address);
 }
 
 }  // namespace hmc

@@ -27,7 +27,8 @@ struct PeerTable {
 
   std::vector<uint8_t> Serialize() const;
   static absl::StatusOr<PeerTable> Parse(std::span<const uint8_t> bytes);
-  // "rank 2 (host, 127.0.0.1:4000)" for error messages.
+  // "rank 2 (host, 127.0.0.1:4000)" for error messages: the entry at `rank`, named by its own
+  // rank (a group's table lists its members densely, each under its stable id).
   std::string Describe(int rank) const;
 };
 

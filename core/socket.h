@@ -77,6 +77,11 @@ absl::StatusOr<UniqueFd> ConnectUnix(const std::string& abstract_name, absl::Tim
 
 absl::Status SetNonBlocking(int fd);
 absl::Status SetNoDelay(int fd);
+// A TCP connection that cannot deliver for `timeout` fails: sent data unacknowledged that long
+// (TCP_USER_TIMEOUT), or an idle connection whose peer stops answering keepalive probes (a probe
+// after a third of it, then two more a sixth apart). Catches vanished hosts and links that drop
+// everything silently, which otherwise take the kernel's 15 minutes.
+absl::Status SetLiveness(int fd, absl::Duration timeout);
 // Sets SO_SNDBUF and SO_RCVBUF; 0 leaves the kernel's autotuning on.
 absl::Status SetBufferSizes(int fd, int64_t bytes);
 // Sets TCP_CONGESTION (a listener's choice is inherited by the sockets it accepts); empty: no-op.

@@ -62,6 +62,11 @@ class Channel {
   // the cap. An algorithm that sends on several links at once shares its NIC among them with it
   // (CollectiveContext::PaceSends). Transports that cannot pace ignore it.
   virtual void SetPacingRate(uint64_t bytes_per_s) { (void)bytes_per_s; }
+  // Messages whose tags are below `floor` belong to calls that were abandoned (a membership epoch
+  // that ended): their pending requests fail with `why` (a send once the transport no longer reads
+  // its memory), messages of theirs that arrived are dropped, and later ones are read and dropped,
+  // so that they neither match a later receive nor hold memory. The floor only rises.
+  virtual void DiscardTagsBelow(uint64_t floor, const absl::Status& why) = 0;
 };
 
 struct PeerAddress {

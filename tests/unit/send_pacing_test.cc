@@ -29,6 +29,7 @@ class RecordingChannel final : public Channel {
   RequestPtr Recv(uint64_t, void*, size_t) override { return nullptr; }
   RequestPtr RecvUpTo(uint64_t, void*, size_t) override { return nullptr; }
   void Close(const absl::Status&) override {}
+  void DiscardTagsBelow(uint64_t, const absl::Status&) override {}
   absl::Status status() const override { return absl::OkStatus(); }
   LinkStats stats() const override { return {}; }
   void SetPacingRate(uint64_t bytes_per_s) override { rates.push_back(bytes_per_s); }

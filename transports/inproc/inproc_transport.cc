@@ -20,6 +20,9 @@ class InprocChannel final : public Channel {
   RequestPtr Send(uint64_t tag, const void* data, size_t bytes) override {
     MutexLock lock(&fabric_->mu_);
     if (absl::Status s = BrokenLocked(); !s.ok()) return CompletedRequest(s);
+    if (absl::Status s = StaleLocked(self_, peer_, tag); !s.ok()) return CompletedRequest(s);
+    if (!StaleLocked(peer_, self_, tag).ok())
+      return CompletedRequest(absl::OkStatus());  // Dropped.
     const InprocFabric::Key key{self_, peer_, tag};
     if (auto it = fabric_->receives_.find(key); it != fabric_->receives_.end()) {
       InprocFabric::PostedRecv recv = it->second;
@@ -69,10 +72,32 @@ class InprocChannel final : public Channel {
     return stats_;
   }
 
+  void DiscardTagsBelow(uint64_t floor, const absl::Status& why) override {
+    MutexLock lock(&fabric_->mu_);
+    auto& [current, reason] = fabric_->floors_[{self_, peer_}];
+    if (floor <= current) return;
+    current = floor;
+    reason = why;
+    for (auto it = fabric_->receives_.begin(); it != fabric_->receives_.end();) {
+      const auto& [from, to, tag] = it->first;
+      if (from == peer_ && to == self_ && tag < floor) {
+        it->second.request->Complete(why);
+        it = fabric_->receives_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    std::erase_if(fabric_->messages_, [&](const auto& entry) {
+      const auto& [from, to, tag] = entry.first;
+      return from == peer_ && to == self_ && tag < floor;
+    });
+  }
+
  private:
   RequestPtr PostRecv(uint64_t tag, void* data, size_t bytes, bool up_to) {
     MutexLock lock(&fabric_->mu_);
     if (absl::Status s = BrokenLocked(); !s.ok()) return CompletedRequest(s);
+    if (absl::Status s = StaleLocked(self_, peer_, tag); !s.ok()) return CompletedRequest(s);
     const InprocFabric::Key key{peer_, self_, tag};
     stats_.bytes_received += bytes;
     ++stats_.messages_received;
@@ -92,6 +117,13 @@ class InprocChannel final : public Channel {
     return request;
   }
 
+  // Why `receiver` abandoned `tag` from `sender`; OK if it did not.
+  absl::Status StaleLocked(int receiver, int sender, uint64_t tag) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(fabric_->mu_) {
+    auto it = fabric_->floors_.find({receiver, sender});
+    if (it == fabric_->floors_.end() || tag >= it->second.first) return absl::OkStatus();
+    return it->second.second;
+  }
   static bool Fits(size_t sent, size_t posted, bool up_to) {
     return up_to ? sent <= posted : sent == posted;
   }

@@ -28,15 +28,21 @@ constexpr int kMinUnsentBytes = 64 << 10;
 constexpr int kMaxUnsentBytes = 4 << 20;
 // SO_MAX_PACING_RATE's value for no cap (the kernel's ~0U; the option takes 32 bits).
 constexpr uint64_t kUnpaced = ~uint32_t{0};
+// A rendezvous answer: the receiver neither pulled the message nor wants it streamed, because the
+// call it belonged to was abandoned (DiscardTagsBelow). 0 and 1 mean streamed and pulled.
+constexpr uint8_t kRendezvousDropped = 2;
 }  // namespace
 
 struct TcpChannel::SendOp {
   RequestPtr request;
   int stripes_left = 0;
+  absl::Status outcome;  // What the request completes with once its last stripe is written.
 };
 
 struct TcpChannel::OutFrame {
   uint8_t header[kFrameHeaderBytes];
+  uint64_t tag = 0;
+  bool abandonable = false;  // A data stripe or a rendezvous offer: DiscardTagsBelow may drop it.
   const uint8_t* data = nullptr;
   uint64_t bytes = 0;          // Payload bytes.
   uint64_t written = 0;        // Header and payload bytes written so far.
@@ -75,6 +81,7 @@ struct TcpChannel::Stream {
   bool got_goodbye = false;      // The peer said goodbye.
   std::vector<uint8_t> control;  // The payload of a control frame being read.
   bool eof = false;
+  bool discarding = false;     // The payload being read belongs to an abandoned tag.
   bool local = false;          // A Unix domain socket.
   int unsent_bound = 0;        // TCP_NOTSENT_LOWAT as last set; 0: not set.
   uint64_t pacing = kUnpaced;  // SO_MAX_PACING_RATE as last set, bytes/s.
@@ -189,6 +196,9 @@ absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
   s.fd = std::move(fd);
   if (local) local_streams_.fetch_add(1);
   s.local = local;
+  if (!local && limits_.liveness_timeout > absl::ZeroDuration()) {
+    SetLiveness(s.fd.get(), limits_.liveness_timeout).IgnoreError();  // Best effort.
+  }
   BoundUnsent(s);
   s.interest = EPOLLIN;
   loop_->Watch(s.fd.get(), &s.target, s.interest);
@@ -200,6 +210,10 @@ absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
 void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request) {
   if (failed_ || shutting_down_) {
     request->Complete(failed_ ? status() : Error("channel is shutting down"));
+    return;
+  }
+  if (Stale(tag)) {
+    request->Complete(discard_why_);
     return;
   }
   const bool all_local = local();
@@ -234,6 +248,8 @@ void TcpChannel::SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes,
     header.total_bytes = bytes;
     header.payload_bytes = range.bytes;
     EncodeFrameHeader(header, frame.header);
+    frame.tag = tag;
+    frame.abandonable = true;
     frame.data = data + range.offset;
     frame.bytes = range.bytes;
     frame.op = op;
@@ -308,6 +324,8 @@ void TcpChannel::SendControl(FrameType type, uint64_t tag, uint64_t total_bytes,
   header.payload_bytes = payload.size();
   header.payload_crc = Checksum(payload);
   EncodeFrameHeader(header, frame.header);
+  frame.tag = tag;
+  frame.abandonable = type == FrameType::kRendezvous;
   frame.owned = std::move(payload);
   frame.data = frame.owned.data();
   frame.bytes = frame.owned.size();
@@ -343,6 +361,10 @@ void TcpChannel::DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, bool up_to,
                         RequestPtr request) {
   if (failed_) {
     request->Complete(status());
+    return;
+  }
+  if (Stale(tag)) {
+    request->Complete(discard_why_);
     return;
   }
   if (auto offer = pull_offers_.find(tag); offer != pull_offers_.end()) {
@@ -473,7 +495,7 @@ void TcpChannel::Write(Stream& s) {
       if (f.op != nullptr) bytes_sent_.fetch_add(f.bytes, std::memory_order_relaxed);
       if (f.op != nullptr && --f.op->stripes_left == 0) {
         messages_sent_.fetch_add(1, std::memory_order_relaxed);
-        f.op->request->Complete(absl::OkStatus());
+        f.op->request->Complete(f.op->outcome);
       }
       s.queue.pop_front();
     }
@@ -545,7 +567,11 @@ void TcpChannel::Read(Stream& s) {
       }
     }
     if (s.remaining > 0) {
-      const ssize_t n = recv(s.fd.get(), s.dest, std::min(s.remaining, budget), 0);
+      if (s.discarding && discard_sink_.empty()) discard_sink_.resize(64 << 10);
+      const ssize_t n =
+          s.discarding ? recv(s.fd.get(), discard_sink_.data(),
+                              std::min<uint64_t>({s.remaining, budget, discard_sink_.size()}), 0)
+                       : recv(s.fd.get(), s.dest, std::min(s.remaining, budget), 0);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         LinkLost(s,
                  absl::StrFormat("%s inside a %d-byte frame (%d bytes missing)",
@@ -555,7 +581,7 @@ void TcpChannel::Read(Stream& s) {
         return;
       }
       if (n < 0) return;
-      s.dest += n;
+      if (!s.discarding) s.dest += n;
       s.remaining -= static_cast<uint64_t>(n);
       budget -= std::min<uint64_t>(budget, static_cast<uint64_t>(n));
       if (s.header.type == FrameType::kData) {
@@ -581,6 +607,11 @@ void TcpChannel::LinkLost(Stream& s, const std::string& cause, bool read_side_cl
 
 bool TcpChannel::Route(Stream& s) {
   const FrameHeader& h = s.header;
+  if (Stale(h.tag)) {  // Read and dropped: nobody will ever receive it.
+    s.discarding = true;
+    s.remaining = h.payload_bytes;
+    return true;
+  }
   const StripeRange range = StripeOf(h.total_bytes, h.stripes, h.stripe);
   if (range.bytes != h.payload_bytes || h.stripes > 64) {
     Fail(Error(absl::StrFormat("stripe %d of %d carries %d bytes, expected %d", h.stripe, h.stripes,
@@ -627,6 +658,10 @@ void TcpChannel::FinishStripe(Stream& s) {
     OnControlFrame(s);
     return;
   }
+  if (s.discarding) {
+    s.discarding = false;
+    return;
+  }
   Incoming& in = *incoming_.find(s.header.tag)->second;
   if (++in.stripes_done == in.stripes && in.request != nullptr) Complete(s.header.tag);
 }
@@ -644,6 +679,10 @@ void TcpChannel::OnControlFrame(Stream& s) {
            /*notify=*/true);
       return;
     case FrameType::kRendezvous: {
+      if (Stale(h.tag)) {
+        SendControl(FrameType::kRendezvousDone, h.tag, 0, {kRendezvousDropped});
+        return;
+      }
       auto it = incoming_.find(h.tag);
       if (it == incoming_.end()) {
         pull_offers_[h.tag] = {h.total_bytes, s.control};  // Pulled when the receive is posted.
@@ -667,7 +706,11 @@ void TcpChannel::OnControlFrame(Stream& s) {
       }
       PullSend send = it->second;
       pull_sends_.erase(it);
-      if (s.control[0] == 1) {
+      if (s.control[0] == kRendezvousDropped) {
+        send.op->request->Complete(
+            Stale(h.tag) ? discard_why_
+                         : Error("the peer dropped the message: its call was abandoned"));
+      } else if (s.control[0] == 1) {
         bytes_sent_.fetch_add(send.bytes, std::memory_order_relaxed);
         messages_sent_.fetch_add(1, std::memory_order_relaxed);
         send.op->request->Complete(absl::OkStatus());
@@ -781,6 +824,53 @@ bool TcpChannel::shutdown_complete() const {
     if (s->fd.valid() && (!s->queue.empty() || !s->eof)) return false;
   }
   return true;
+}
+
+void TcpChannel::DiscardTagsBelow(uint64_t floor, const absl::Status& why) {
+  loop_->Post([self = shared_from_this(), floor, why] { self->DoDiscard(floor, why); });
+}
+
+void TcpChannel::DoDiscard(uint64_t floor, const absl::Status& why) {
+  if (floor <= discard_floor_) return;
+  discard_floor_ = floor;
+  discard_why_ = why;
+  if (failed_) return;
+  // A send completes once none of its stripes is being written: stripes not yet begun are dropped,
+  // those half on the wire finish (the receiver drops them), and then the request fails.
+  auto drop = [&](OutFrame& f) {
+    if (!f.abandonable || !Stale(f.tag) || f.written > 0) return false;
+    if (f.op != nullptr) {
+      f.op->outcome = why;
+      if (--f.op->stripes_left == 0) f.op->request->Complete(why);
+    } else if (auto send = pull_sends_.find(f.tag); send != pull_sends_.end()) {
+      send->second.op->request->Complete(why);  // Its offer never left.
+      pull_sends_.erase(send);
+    }
+    return true;
+  };
+  std::erase_if(unassigned_, drop);
+  for (auto& stream : streams_) std::erase_if(stream->queue, drop);
+  // Offers already made stay until the peer answers: it may be reading this memory right now.
+  for (auto it = pull_offers_.begin(); it != pull_offers_.end();) {
+    if (!Stale(it->first)) break;  // Ordered by tag.
+    SendControl(FrameType::kRendezvousDone, it->first, 0, {kRendezvousDropped});
+    if (failed_) return;
+    it = pull_offers_.erase(it);
+  }
+  for (auto it = incoming_.begin(); it != incoming_.end() && Stale(it->first);) {
+    for (auto& stream : streams_) {
+      Stream& s = *stream;
+      if (s.have_header && s.header.type == FrameType::kData && s.header.tag == it->first &&
+          s.remaining > 0 && !s.paused) {
+        s.discarding = true;  // The rest of this stripe goes nowhere.
+      }
+    }
+    Incoming& in = *it->second;
+    if (in.request != nullptr) in.request->Complete(why);
+    if (!in.storage.empty()) loop_->ReleaseUnexpected(in.total);
+    it = incoming_.erase(it);
+  }
+  ResumePaused();  // A paused header may belong to an abandoned tag: it is read and dropped now.
 }
 
 }  // namespace hmc

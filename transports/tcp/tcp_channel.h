@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
 #include "core/frame.h"
 #include "core/mutex.h"
 #include "core/socket.h"
@@ -31,6 +32,10 @@ struct TcpLimits {
   // many milliseconds of its sending rate (TCP_NOTSENT_LOWAT; 0: the kernel's bound). Long enough
   // to cover the progress thread's wake-up; short, so that a stream its path slows holds little.
   int unsent_ms = 100;
+  // A TCP connection whose sent data stays unacknowledged this long, or whose idle peer stops
+  // answering keepalive probes for this long, fails (TCP_USER_TIMEOUT, SO_KEEPALIVE): a vanished
+  // host or a link that silently drops everything. Zero: the kernel's defaults (minutes).
+  absl::Duration liveness_timeout = absl::ZeroDuration();
 };
 
 // One peer's link: `streams` TCP connections, with large messages striped across them. The
@@ -61,6 +66,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   void SetPacingRate(uint64_t bytes_per_s) override {
     pacing_bytes_per_s_.store(bytes_per_s, std::memory_order_relaxed);
   }
+  void DiscardTagsBelow(uint64_t floor, const absl::Status& why) override;
 
   // Progress thread only.
   // `local`: a Unix domain socket to a peer on this host.
@@ -92,6 +98,8 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   void OnControlFrame(Stream& s);
   // Pulls a rendezvous message into a posted receive; answers the sender either way.
   void Pull(uint64_t tag, const std::vector<uint8_t>& description);
+  void DoDiscard(uint64_t floor, const absl::Status& why);
+  bool Stale(uint64_t tag) const { return tag < discard_floor_; }
   RequestPtr PostRecv(uint64_t tag, void* data, size_t bytes, bool up_to);
   void DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, bool up_to, RequestPtr request);
   // Whether `in` takes a message of `sent` bytes; fixes an up-to receive's length if so, fails
@@ -142,8 +150,11 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   std::atomic<int> active_streams_;
   std::atomic<uint64_t> stripe_min_bytes_;
   std::atomic<uint64_t> pacing_bytes_per_s_{0};  // 0: unpaced.
-  bool pull_refused_ = false;  // The peer could not read this process's memory once.
-  int peer_verified_ = 0;      // 1: the peer's pid is the process it claims; -1: it is not.
+  bool pull_refused_ = false;   // The peer could not read this process's memory once.
+  int peer_verified_ = 0;       // 1: the peer's pid is the process it claims; -1: it is not.
+  uint64_t discard_floor_ = 0;  // Tags below it are abandoned (DiscardTagsBelow).
+  absl::Status discard_why_;
+  std::vector<uint8_t> discard_sink_;  // Where dropped payloads are read to.
   bool failed_ = false;
   bool shutting_down_ = false;
   bool draining_ = false;

@@ -1,0 +1,87 @@
+#ifndef HMC_COLLECTIVES_AVERAGING_H_
+#define HMC_COLLECTIVES_AVERAGING_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "collectives/work.h"
+
+namespace hmc {
+
+// Fault-tolerant averaging rounds (Communicator::Average). A round is one weighted all-reduce
+// attempt in the current epoch followed by a commit vote (every member says it holds the whole
+// sum: one extra round trip). A rank whose vote completes commits. When a member fails, survivors
+// may stand in different places: some committed, some hold the sum but missed a vote, some never
+// got the sum. So the first exchange of every new epoch (the reconciliation) shares each member's
+// standing, and every member derives the same verdict from the same standings: commit where any
+// member committed or every member holds the sum of the same attempt; otherwise retry the round in
+// the new epoch (the survivors' weights), or give up after kMaxAverageAttempts attempts. A rank
+// that took part in a reconciliation no longer commits by a vote of an older epoch, so votes and
+// verdicts never disagree.
+
+inline constexpr uint32_t kMaxAverageAttempts = 2;
+
+// Where one rank stands, as the reconciliation exchanges it.
+struct RoundStanding {
+  uint64_t committed = 0;      // Rounds this rank committed.
+  bool in_round = false;       // Inside Average for round `committed`.
+  bool complete = false;       // Its latest attempt left the whole sum on this rank.
+  uint32_t attempt_epoch = 0;  // The epoch of that attempt.
+  uint32_t attempts = 0;       // Attempts of the open round so far.
+
+  static constexpr size_t kWireBytes = 24;
+  void Encode(uint8_t* out) const;
+  static RoundStanding Decode(const uint8_t* in);
+};
+
+enum class RoundVerdict : uint8_t { kNone, kCommit, kRetry, kGiveUp };
+const char* RoundVerdictName(RoundVerdict verdict);
+
+// The verdict on the open round of the member at `self`, from every member's standing (kNone when
+// it has none open). Every member gets a consistent verdict from the same standings; an error
+// means standings that the protocol cannot produce.
+absl::StatusOr<RoundVerdict> DecideRound(const std::vector<RoundStanding>& members, int self);
+
+// This rank's averaging state, guarded by its communicator.
+struct RoundLedger {
+  RoundStanding standing;
+  uint32_t reconciled_epoch = 0;  // The newest epoch whose reconciliation read `standing`.
+  // The newest verdict, the epoch it was reached in and the round it was about.
+  RoundVerdict verdict = RoundVerdict::kNone;
+  uint32_t verdict_epoch = 0;
+  uint64_t verdict_round = 0;
+  // Who contributed to the attempt that left the whole sum here, and their weights.
+  std::vector<int> contributors;
+  std::vector<double> weights;
+};
+
+// What Average hands its all-reduce attempt, and what the attempt hands back.
+struct AveragingAttempt {
+  uint64_t round = 0;
+  double weight = 0;
+  std::vector<double> weights;  // Every member's, by dense rank, from the argument check.
+  bool committed = false;       // The vote committed the round.
+};
+
+// A committed averaging round.
+struct AverageOutcome {
+  uint64_t round = 0;             // Rounds committed before this one.
+  uint32_t epoch = 0;             // The epoch its committed attempt ran in.
+  int attempts = 0;               // Attempts it took on this rank.
+  std::vector<int> contributors;  // Stable ids, ascending.
+  std::vector<double> weights;    // Each contributor's weight.
+  double total_weight = 0;        // Their sum, what the average divides by.
+  CollectiveReport report;        // Of the attempt that committed.
+};
+
+// "MembershipChanged: epoch 3 -> 4: ...; retry": a call that ended because the membership
+// changed. Its code is Aborted; IsMembershipChanged tells it from other aborts.
+absl::Status MembershipChangedError(uint32_t from, uint32_t to, const std::string& cause);
+bool IsMembershipChanged(const absl::Status& status);
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_AVERAGING_H_

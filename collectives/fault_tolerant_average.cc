@@ -1,0 +1,216 @@
+// Communicator::Average and the two exchanges that make its rounds agree: the commit vote of each
+// attempt and the reconciliation that opens each epoch (averaging.h).
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "absl/strings/str_format.h"
+#include "collectives/communicator.h"
+#include "core/log.h"
+
+namespace hmc {
+namespace {
+
+template <typename T>
+void Scale(const uint8_t* in, uint8_t* out, size_t count, double factor, bool divide) {
+  const T* x = reinterpret_cast<const T*>(in);
+  T* y = reinterpret_cast<T*>(out);
+  const T f = static_cast<T>(factor);
+  for (size_t i = 0; i < count; ++i) y[i] = divide ? x[i] / f : x[i] * f;
+}
+
+// out = in * factor (or in / factor) element-wise, in the buffer's type.
+void ScaleBuffer(DType dtype, const uint8_t* in, uint8_t* out, size_t count, double factor,
+                 bool divide) {
+  if (dtype == DType::kF32) {
+    Scale<float>(in, out, count, factor, divide);
+  } else {
+    Scale<double>(in, out, count, factor, divide);
+  }
+}
+
+}  // namespace
+
+absl::Status Communicator::VoteOnAttempt(CollectiveContext& ctx, const Group& g,
+                                         AveragingAttempt* attempt) {
+  auto superseded = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return MembershipChangedError(g.epoch, ledger_.reconciled_epoch,
+                                  "a newer epoch was reconciled during the round");
+  };
+  {
+    MutexLock lock(&mu_);
+    // Once this rank told a newer epoch where it stands, that epoch's verdict decides the round.
+    if (ledger_.reconciled_epoch > g.epoch) return superseded();
+    ledger_.standing.complete = true;
+    ledger_.standing.attempt_epoch = g.epoch;
+    ledger_.contributors = g.ids;
+    ledger_.weights = attempt->weights;
+  }
+  uint8_t nothing;  // The vote is the message itself: "I hold the whole sum".
+  if (absl::Status s = ctx.ExchangeWithMembers(Phase::kCommit, 0, &nothing, 0); !s.ok()) return s;
+  MutexLock lock(&mu_);
+  if (ledger_.reconciled_epoch > g.epoch) return superseded();
+  RoundStanding& s = ledger_.standing;
+  ++s.committed;
+  s.in_round = false;
+  s.complete = false;
+  s.attempts = 0;
+  attempt->committed = true;
+  return absl::OkStatus();
+}
+
+void Communicator::Reconcile(const std::shared_ptr<const Group>& g) {
+  RoundStanding mine;
+  {
+    MutexLock lock(&mu_);
+    ledger_.reconciled_epoch = g->epoch;
+    mine = ledger_.standing;
+  }
+  const int n = g->size();
+  std::vector<RoundStanding> all(n);
+  all[g->rank] = mine;
+  if (n > 1) {
+    CollectiveContext ctx(g->rank, n, &g->channels, EpochSequence(g->epoch, 0),
+                          absl::StrFormat("reconciliation of epoch %d", g->epoch),
+                          absl::Now() + options_.timeout, static_cast<size_t>(options_.chunk_bytes),
+                          &scratch_);
+    uint8_t* bytes = ctx.Scratch(RoundStanding::kWireBytes * n);
+    mine.Encode(bytes + RoundStanding::kWireBytes * g->rank);
+    absl::Status s =
+        ctx.ExchangeWithMembers(Phase::kReconcile, 0, bytes, RoundStanding::kWireBytes);
+    if (!s.ok()) {
+      // A member failed again (its link's failure or the next table starts the next epoch), or
+      // did not answer in time, which nothing will resolve.
+      Logf("comm", "rank %d: %s", id_, s.message());
+      if (absl::IsDeadlineExceeded(s)) Abort(s);
+      return;
+    }
+    for (int r = 0; r < n; ++r)
+      all[r] = RoundStanding::Decode(bytes + RoundStanding::kWireBytes * r);
+  }
+  absl::StatusOr<RoundVerdict> verdict = DecideRound(all, g->rank);
+  if (!verdict.ok()) {
+    Abort(verdict.status());
+    return;
+  }
+  MutexLock lock(&mu_);
+  ledger_.verdict = *verdict;
+  ledger_.verdict_epoch = g->epoch;
+  ledger_.verdict_round = mine.committed;
+  RoundStanding& s = ledger_.standing;
+  // Unless the round moved on meanwhile (an attempt of this epoch committed by its vote).
+  if (*verdict == RoundVerdict::kNone || s.committed != mine.committed || !s.in_round) return;
+  Logf("comm", "rank %d: averaging round %d: %s at epoch %d", id_, mine.committed,
+       RoundVerdictName(*verdict), g->epoch);
+  if (*verdict == RoundVerdict::kCommit) ++s.committed;
+  if (*verdict != RoundVerdict::kRetry) {
+    s.in_round = false;
+    s.complete = false;
+    s.attempts = 0;
+  }
+}
+
+absl::StatusOr<AverageOutcome> Communicator::Average(const Buffer& buffer, double weight,
+                                                     const CallOptions& call) {
+  if (buffer.dtype != DType::kF32 && buffer.dtype != DType::kF64) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Average takes float or double buffers, not %s", DTypeName(buffer.dtype)));
+  }
+  if (!std::isfinite(weight) || weight < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Average needs a finite weight of at least 0, not %g", weight));
+  }
+  if (absl::Status s = CheckBuffers(buffer, buffer, buffer.count, buffer.count); !s.ok()) return s;
+  if (absl::Status s = health(); !s.ok()) return s;
+  const size_t bytes = buffer.bytes();
+  const std::vector<uint8_t> original(buffer.byte_data(), buffer.byte_data() + bytes);
+  std::vector<uint8_t> sum(bytes);
+  AverageOutcome outcome;
+  {
+    MutexLock lock(&mu_);
+    RoundStanding& s = ledger_.standing;
+    if (s.in_round) return absl::FailedPreconditionError("another Average is in progress");
+    s.in_round = true;
+    s.attempts = 0;
+    s.complete = false;
+    outcome.round = s.committed;
+  }
+  auto leave_round = [&] {
+    MutexLock lock(&mu_);
+    RoundStanding& s = ledger_.standing;
+    if (s.in_round && s.committed == outcome.round) {
+      s.in_round = false;
+      s.complete = false;
+      s.attempts = 0;
+    }
+  };
+  auto finish = [&](uint32_t epoch, std::vector<int> ids,
+                    std::vector<double> weights) -> absl::StatusOr<AverageOutcome> {
+    outcome.epoch = epoch;
+    outcome.contributors = std::move(ids);
+    outcome.weights = std::move(weights);
+    // In rank order on every rank: the same bits everywhere.
+    outcome.total_weight = std::accumulate(outcome.weights.begin(), outcome.weights.end(), 0.0);
+    if (outcome.total_weight <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("averaging round %d: the contributors' weights sum to 0", outcome.round));
+    }
+    ScaleBuffer(buffer.dtype, sum.data(), buffer.byte_data(), buffer.count, outcome.total_weight,
+                /*divide=*/true);
+    return outcome;
+  };
+  for (;;) {
+    std::shared_ptr<const Group> g = group();
+    {
+      MutexLock lock(&mu_);
+      ++ledger_.standing.attempts;
+      ledger_.standing.complete = false;
+      ledger_.standing.attempt_epoch = g->epoch;
+    }
+    ++outcome.attempts;
+    ScaleBuffer(buffer.dtype, original.data(), sum.data(), buffer.count, weight, /*divide=*/false);
+    AveragingAttempt attempt{.round = outcome.round, .weight = weight};
+    const Buffer work_buffer{sum.data(), buffer.count, buffer.dtype};
+    std::shared_ptr<Work> work =
+        LaunchAllReduce(g, work_buffer, work_buffer, ReduceOp::kSum, call, &attempt);
+    const absl::Status status = work->Wait();
+    outcome.report = work->report();
+    if (attempt.committed) return finish(g->epoch, g->ids, attempt.weights);
+    if (!IsMembershipChanged(status)) {
+      leave_round();
+      return status;
+    }
+    // Survivors stand in different places; the next epoch's reconciliation decides for all.
+    RoundVerdict verdict = RoundVerdict::kNone;
+    uint32_t epoch = 0;
+    std::vector<int> ids;
+    std::vector<double> weights;
+    {
+      MutexLock lock(&mu_);
+      auto decided = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return (ledger_.verdict_epoch > g->epoch && ledger_.verdict_round == outcome.round) ||
+               !broken_.ok();
+      };
+      if (mu_.AwaitWithDeadline(absl::Condition(&decided), absl::Now() + options_.timeout) &&
+          broken_.ok()) {
+        verdict = ledger_.verdict;
+        epoch = ledger_.standing.attempt_epoch;
+        ids = ledger_.contributors;
+        weights = ledger_.weights;
+      }
+    }
+    if (verdict == RoundVerdict::kCommit) return finish(epoch, std::move(ids), std::move(weights));
+    if (verdict != RoundVerdict::kRetry) {
+      leave_round();
+      if (verdict == RoundVerdict::kGiveUp) {
+        return MembershipChangedError(
+            g->epoch, group()->epoch,
+            absl::StrFormat("averaging round %d given up after %d attempts: %s", outcome.round,
+                            outcome.attempts, status.message()));
+      }
+      return health().ok() ? status : health();
+    }
+  }
+}
+
+}  // namespace hmc

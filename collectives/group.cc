@@ -1,0 +1,66 @@
+#include "collectives/group.h"
+
+#include <map>
+#include <string>
+
+namespace hmc {
+
+std::shared_ptr<const Group> Group::Make(
+    const PeerTable& table, int self_id,
+    const std::vector<std::shared_ptr<Channel>>& world_channels, const LinkMatrix& world_links) {
+  auto g = std::make_shared<Group>();
+  g->epoch = table.epoch;
+  g->peers.epoch = table.epoch;
+  std::map<std::string, int> zones;
+  for (const PeerEntry& p : table.peers) {
+    if (!p.alive && p.rank != self_id) continue;
+    if (p.rank == self_id) g->rank = g->size();
+    g->ids.push_back(p.rank);
+    g->channels.push_back(p.rank == self_id ? nullptr : world_channels[p.rank]);
+    g->peers.peers.push_back(p);
+    g->zone_of.push_back(zones.emplace(p.zone, static_cast<int>(zones.size())).first->second);
+  }
+  g->peers.world_size = g->size();
+  if (world_links.measured()) {
+    LinkMatrix links;
+    const int n = g->size();
+    links.size = n;
+    links.auto_codec_bytes_per_s = world_links.auto_codec_bytes_per_s;
+    links.rtt_ms.assign(n * n, 0.0);
+    links.mbit.assign(n * n, 0.0);
+    for (int a = 0; a < n; ++a) {
+      for (int b = 0; b < n; ++b) {
+        links.rtt_ms[a * n + b] = world_links.rtt(g->ids[a], g->ids[b]);
+        links.mbit[a * n + b] = world_links.rate(g->ids[a], g->ids[b]);
+      }
+    }
+    g->links = std::make_shared<const LinkMatrix>(std::move(links));
+  }
+  return g;
+}
+
+std::shared_ptr<const Group> Group::WithLinks(LinkMatrix links) const {
+  auto g = std::make_shared<Group>(*this);
+  g->links = std::make_shared<const LinkMatrix>(std::move(links));
+  return g;
+}
+
+LinkMatrix Group::ToWorld(const LinkMatrix& world, int world_size) const {
+  LinkMatrix out = world;
+  if (!out.measured()) {
+    out.size = world_size;
+    out.rtt_ms.assign(world_size * world_size, 0.0);
+    out.mbit.assign(world_size * world_size, 0.0);
+  }
+  out.auto_codec_bytes_per_s = links->auto_codec_bytes_per_s;
+  const int n = size();
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      out.rtt_ms[ids[a] * world_size + ids[b]] = links->rtt(a, b);
+      out.mbit[ids[a] * world_size + ids[b]] = links->rate(a, b);
+    }
+  }
+  return out;
+}
+
+}  // namespace hmc

@@ -1,0 +1,46 @@
+#ifndef HMC_COLLECTIVES_GROUP_H_
+#define HMC_COLLECTIVES_GROUP_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectives/link_probe.h"
+#include "core/peer_table.h"
+#include "transports/transport.h"
+
+namespace hmc {
+
+// The members of one membership epoch, as that epoch's calls see them. Every member has a stable
+// id (the rank it joined the world with, which never changes) and, in this epoch, a dense rank:
+// its position among the members in order of id. Algorithms see only dense ranks; messages name
+// peers by id. A group never changes: a new epoch makes a new one, and each call keeps the group
+// it was launched in.
+struct Group {
+  uint32_t epoch = 0;
+  int rank = 0;                                    // This process's dense rank.
+  std::vector<int> ids;                            // Dense rank -> stable id.
+  std::vector<std::shared_ptr<Channel>> channels;  // By dense rank; null at `rank`.
+  PeerTable peers;           // By dense rank; each entry's `rank` is the stable id.
+  std::vector<int> zone_of;  // Each member's zone as a small integer, by first appearance.
+  // Round trips and rates between members, by dense rank; unmeasured (size 0) without a probe.
+  std::shared_ptr<const LinkMatrix> links = std::make_shared<const LinkMatrix>();
+
+  int size() const { return static_cast<int>(ids.size()); }
+  int id() const { return ids[rank]; }
+
+  // The group of the table's live members. `world_channels` and `world_links` are indexed by
+  // stable id (the links may be unmeasured); this process is `self_id`, which must be alive.
+  static std::shared_ptr<const Group> Make(
+      const PeerTable& table, int self_id,
+      const std::vector<std::shared_ptr<Channel>>& world_channels, const LinkMatrix& world_links);
+  // This group with the link matrix `links` (by dense rank), as a probe measured it.
+  std::shared_ptr<const Group> WithLinks(LinkMatrix links) const;
+  // The group's link matrix written into a matrix by stable id over `world_size` ids, keeping what
+  // `world` holds for links outside the group.
+  LinkMatrix ToWorld(const LinkMatrix& world, int world_size) const;
+};
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_GROUP_H_

@@ -1,0 +1,152 @@
+// The communicator's membership epochs: what happens when a link fails, when the coordinator
+// publishes a new table, and how a new epoch becomes current (group.h, averaging.h).
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "collectives/communicator.h"
+#include "core/log.h"
+
+namespace hmc {
+namespace {
+
+// How long a call that failed waits for the next epoch: the coordinator declares a stopped rank
+// failed within its heartbeat timeout, and a link that drops everything fails within the data
+// links' liveness timeout (both at most 10 s unless configured); a crash takes a round trip.
+absl::Duration EpochWait(const Options& options) {
+  return 2 * std::max(options.heartbeat_timeout, absl::Seconds(10));
+}
+
+}  // namespace
+
+void Communicator::DiscardEpochsBefore(uint32_t epoch, const absl::Status& why) {
+  for (const auto& channel : world_channels_) {
+    if (channel != nullptr) channel->DiscardTagsBelow(EpochTagFloor(epoch), why);
+  }
+}
+
+void Communicator::OnPeerLost(int id, const absl::Status& why) {
+  if (coordinator_ == nullptr) {
+    Abort(why);  // Nobody can start a new epoch.
+    return;
+  }
+  std::shared_ptr<const Group> g = group();
+  if (!health().ok() || std::find(g->ids.begin(), g->ids.end(), id) == g->ids.end()) return;
+  // Every call of this epoch needs the lost member: end them now rather than at their deadlines.
+  DiscardEpochsBefore(g->epoch + 1,
+                      MembershipChangedError(g->epoch, g->epoch + 1, std::string(why.message())));
+  MutexLock lock(&mu_);
+  failures_to_report_.push_back({id, std::string(why.message())});
+}
+
+void Communicator::ApplyMembership(const PeerTable& table) {
+  {
+    MutexLock lock(&mu_);
+    if (table.epoch <= world_table_.epoch || !broken_.ok()) return;
+    world_table_ = table;
+  }
+  std::shared_ptr<const Group> g = group();
+  std::vector<std::string> lost;
+  for (int id : g->ids) {
+    const PeerEntry& entry = table.peers[id];
+    if (!entry.alive && entry.failure != "left") {
+      lost.push_back(absl::StrFormat("%s failed: %s", table.Describe(id), entry.failure));
+    }
+  }
+  const std::string cause = lost.empty() ? "members left" : absl::StrJoin(lost, "; ");
+  Logf("comm", "rank %d: epoch %d -> %d: %s", id_, g->epoch, table.epoch, cause);
+  DiscardEpochsBefore(table.epoch, MembershipChangedError(g->epoch, table.epoch, cause));
+  int alive = 0;
+  for (const PeerEntry& p : table.peers) {
+    alive += p.alive ? 1 : 0;
+    const bool removed = !p.alive && p.failure != "left" && p.rank != id_;
+    if (removed && world_channels_[p.rank] != nullptr) {
+      // Tells a member that is alive but was declared failed why nobody talks to it any more.
+      world_channels_[p.rank]->Close(absl::UnavailableError(
+          absl::StrFormat("removed from the group at epoch %d: %s", table.epoch, p.failure)));
+    }
+  }
+  const PeerEntry& me = table.peers[id_];
+  if (!me.alive) {
+    Abort(absl::UnavailableError(absl::StrFormat(
+        "rank %d was removed from the group at epoch %d: %s", id_, table.epoch, me.failure)));
+  } else if (alive < options_.min_ranks) {
+    Abort(absl::UnavailableError(
+        absl::StrFormat("epoch %d has %d live ranks, fewer than min_ranks=%d (%s)", table.epoch,
+                        alive, options_.min_ranks, cause)));
+  } else if (table.epoch > kMaxEpoch) {
+    Abort(absl::ResourceExhaustedError(
+        absl::StrFormat("more than %d membership epochs in one job", kMaxEpoch)));
+  }
+}
+
+bool Communicator::AwaitEpochAfter(uint32_t epoch, absl::Time deadline) {
+  MutexLock lock(&mu_);
+  auto moved = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return group_->epoch > epoch || !broken_.ok() || stopping_;
+  };
+  mu_.AwaitWithDeadline(absl::Condition(&moved), deadline);
+  return group_->epoch > epoch;
+}
+
+absl::Status Communicator::AfterFailure(const Group& g, const absl::Status& failure) {
+  const absl::Duration wait = coordinator_ != nullptr ? EpochWait(options_) : absl::ZeroDuration();
+  if (AwaitEpochAfter(g.epoch, absl::Now() + wait)) {
+    return MembershipChangedError(g.epoch, group()->epoch, std::string(failure.message()));
+  }
+  // Nobody failed, as far as the coordinator knows (a deadline, or a member out of step): the
+  // group cannot go on.
+  Abort(failure);
+  return failure;
+}
+
+void Communicator::MembershipLoop() {
+  for (;;) {
+    std::vector<std::pair<int, std::string>> reports;
+    uint32_t epoch;
+    bool adopt;
+    {
+      MutexLock lock(&mu_);
+      auto work = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !failures_to_report_.empty() ||
+               (broken_.ok() && world_table_.epoch > group_->epoch);
+      };
+      mu_.Await(absl::Condition(&work));
+      if (stopping_) return;
+      reports.swap(failures_to_report_);
+      epoch = group_->epoch;
+      adopt = broken_.ok() && world_table_.epoch > group_->epoch;
+    }
+    for (const auto& [id, cause] : reports) {
+      if (absl::Status s = coordinator_->ReportFailure(epoch, id, cause); !s.ok()) {
+        Logf("comm", "rank %d: could not report rank %d's failure: %s", id_, id, s.message());
+      }
+    }
+    if (adopt) Adopt();
+  }
+}
+
+void Communicator::Adopt() {
+  PeerTable table;
+  LinkMatrix links;
+  {
+    MutexLock lock(&mu_);
+    table = world_table_;
+    links = world_links_;
+  }
+  const absl::Time start = absl::Now();
+  std::shared_ptr<const Group> g = Group::Make(table, id_, world_channels_, links);
+  {
+    MutexLock lock(&mu_);
+    group_ = g;
+    next_sequence_ = 1;
+    sends_to_.clear();
+    receives_from_.clear();
+    trials_ = std::make_shared<PlanTrials>();
+  }
+  Reconcile(g);
+  Logf("comm", "rank %d: epoch %d adopted: %d ranks (%s), reconciled in %s", id_, g->epoch,
+       g->size(), absl::StrJoin(g->ids, ","), absl::FormatDuration(absl::Now() - start));
+}
+
+}  // namespace hmc
