@@ -130,8 +130,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   comm->transport_->SetFailureCallback(
       [raw](int id, const absl::Status& why) { raw->OnPeerLost(id, why); });
   comm->coordinator_->SetMembershipCallback([raw](const PeerTable& table) {
-    if (table.epoch == 0) return;  // Coordinator lost: the data path goes on without it.
-    raw->ApplyMembership(table);
+    if (table.epoch == 0) {
+      raw->OnCoordinatorLost();  // The data path goes on without it.
+    } else {
+      raw->ApplyMembership(table);
+    }
   });
   comm->stream_choice_.streams = config.limits.streams;
   // The probes' calls end by Create's deadline: a link that drops everything fails Create.

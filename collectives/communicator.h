@@ -187,6 +187,8 @@ class Communicator {
   // epoch is adopted (waiting for it a bounded time); otherwise `failure`, and the communicator
   // becomes unusable.
   absl::Status AfterFailure(const Group& g, const absl::Status& failure);
+  // The coordinator's connection is gone: calls go on, but no new epoch can start.
+  void OnCoordinatorLost();
   // Waits until an epoch after `epoch` is adopted, or `deadline`; false if none was.
   bool AwaitEpochAfter(uint32_t epoch, absl::Time deadline);
   // The membership thread: reports failures to the coordinator and adopts new epochs.
@@ -226,6 +228,7 @@ class Communicator {
   LinkMatrix world_links_ ABSL_GUARDED_BY(mu_);  // Every measured link, by stable id.
   std::vector<std::pair<int, std::string>> failures_to_report_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool coordinator_lost_ ABSL_GUARDED_BY(mu_) = false;
   // Trials start afresh in each epoch, on every member alike.
   std::shared_ptr<PlanTrials> trials_ ABSL_GUARDED_BY(mu_) = std::make_shared<PlanTrials>();
   uint32_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;      // Within the epoch; 0 is reconciliation's.

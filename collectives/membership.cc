@@ -40,12 +40,13 @@ void Communicator::OnPeerLost(int id, const absl::Status& why) {
 }
 
 void Communicator::ApplyMembership(const PeerTable& table) {
+  std::shared_ptr<const Group> g;  // The epoch this table ends.
   {
     MutexLock lock(&mu_);
     if (table.epoch <= world_table_.epoch || !broken_.ok()) return;
     world_table_ = table;
+    g = group_;
   }
-  std::shared_ptr<const Group> g = group();
   std::vector<std::string> lost;
   for (int id : g->ids) {
     const PeerEntry& entry = table.peers[id];
@@ -80,10 +81,17 @@ void Communicator::ApplyMembership(const PeerTable& table) {
   }
 }
 
+void Communicator::OnCoordinatorLost() {
+  Logf("comm", "rank %d: lost the coordinator: training goes on, but a failure now ends the group",
+       id_);
+  MutexLock lock(&mu_);
+  coordinator_lost_ = true;
+}
+
 bool Communicator::AwaitEpochAfter(uint32_t epoch, absl::Time deadline) {
   MutexLock lock(&mu_);
   auto moved = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return group_->epoch > epoch || !broken_.ok() || stopping_;
+    return group_->epoch > epoch || !broken_.ok() || stopping_ || coordinator_lost_;
   };
   mu_.AwaitWithDeadline(absl::Condition(&moved), deadline);
   return group_->epoch > epoch;
@@ -94,8 +102,8 @@ absl::Status Communicator::AfterFailure(const Group& g, const absl::Status& fail
   if (AwaitEpochAfter(g.epoch, absl::Now() + wait)) {
     return MembershipChangedError(g.epoch, group()->epoch, std::string(failure.message()));
   }
-  // Nobody failed, as far as the coordinator knows (a deadline, or a member out of step): the
-  // group cannot go on.
+  // Nobody failed, as far as the coordinator knows (a deadline, or a member out of step), or no
+  // coordinator is left to start an epoch: the group cannot go on.
   Abort(failure);
   return failure;
 }

@@ -10,6 +10,7 @@
 #include "core/auth.h"
 #include "core/coordinator_client.h"
 #include "core/coordinator_protocol.h"
+#include "core/mutex.h"
 #include "tests/testing/raw_socket.h"
 #include "transports/request.h"
 
@@ -74,6 +75,41 @@ TEST_F(CoordinatorTest, AssignsRanksAndPublishesThePeerTable) {
   ASSERT_EQ(table->peers.size(), 3u);
   EXPECT_EQ(table->peers[2].address, "10.0.0.2:1");
   EXPECT_EQ(table->peers[1].address, "10.0.0.1:1");
+}
+
+// A rank's report that a peer failed on the data path starts the next epoch without that peer,
+// which learns it was removed; a report about an epoch that already ended changes nothing.
+TEST_F(CoordinatorTest, ReportedFailureStartsTheNextEpoch) {
+  StartCoordinator(3);
+  std::vector<std::unique_ptr<CoordinatorClient>> clients;
+  for (int r = 0; r < 3; ++r) {
+    auto c = Join(ClientOptions(r));
+    ASSERT_TRUE(c.ok()) << c.status();
+    clients.push_back(std::move(*c));
+  }
+  Mutex mu;
+  std::vector<PeerTable> seen;  // By rank 0.
+  clients[0]->SetMembershipCallback([&](const PeerTable& t) {
+    MutexLock lock(&mu);
+    seen.push_back(t);
+  });
+  ASSERT_TRUE(clients[0]->WaitForPeers(absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE(clients[0]->ReportFailure(1, 2, "connection reset").ok());
+  ASSERT_TRUE(clients[1]->ReportFailure(1, 0, "too late: epoch 1 ended").ok());
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (coordinator_->table().epoch < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // Time for a wrong second epoch to show.
+  const PeerTable table = coordinator_->table();
+  EXPECT_EQ(table.epoch, 2u);
+  EXPECT_TRUE(table.peers[0].alive);
+  EXPECT_TRUE(table.peers[1].alive);
+  EXPECT_FALSE(table.peers[2].alive);
+  EXPECT_EQ(table.peers[2].failure, "reported by rank 0: connection reset");
+  MutexLock lock(&mu);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_EQ(seen.back().epoch, 2u);
 }
 
 TEST_F(CoordinatorTest, RefusesWrongTokenWorldDuplicateAndFullWorld) {

@@ -148,6 +148,41 @@ TEST_P(TcpTransportTest, ManyTagsInFlightFromSeveralThreads) {
   for (auto& t : threads) t.join();
 }
 
+// What a communicator does when a membership epoch ends: tags below the floor are abandoned.
+// Pending receives fail with the reason; a message that arrived, or arrives later, is dropped (a
+// receive posted for it fails) and frees its memory; sends complete (the peer drops them); a
+// message above the floor, sent after the dropped ones on the same streams, arrives intact.
+TEST_P(TcpTransportTest, TagsBelowTheFloorAreAbandoned) {
+  const auto [streams, local] = GetParam();
+  Mesh mesh = Connect(2, streams, local);
+  Channel& to_one = *mesh.channels[0][1];
+  Channel& from_zero = *mesh.channels[1][0];
+  constexpr uint64_t kFloor = 1000;
+  const absl::Status why = absl::AbortedError("epoch 1 ended");
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  const std::vector<uint8_t> old = Pattern(1 << 20, 1), late = Pattern(1 << 20, 2),
+                             fresh = Pattern(3 << 20, 3);
+  std::vector<uint8_t> got_pending(1 << 20), got_late(1 << 20), got_fresh(3 << 20);
+  RequestPtr send_old = to_one.Send(5, old.data(), old.size());  // Arrives unexpected.
+  RequestPtr pending = from_zero.Recv(6, got_pending.data(), got_pending.size());
+  absl::SleepFor(absl::Milliseconds(100));
+  from_zero.DiscardTagsBelow(kFloor, why);
+  EXPECT_EQ(pending->Wait(deadline), why);
+  EXPECT_FALSE(absl::IsDeadlineExceeded(send_old->Wait(deadline)));  // Sent, or refused.
+  RequestPtr send_late = to_one.Send(7, late.data(), late.size());
+  EXPECT_FALSE(absl::IsDeadlineExceeded(send_late->Wait(deadline)));
+  EXPECT_EQ(from_zero.Recv(5, got_late.data(), got_late.size())->Wait(deadline), why);
+  EXPECT_EQ(from_zero.Recv(7, got_late.data(), got_late.size())->Wait(deadline), why);
+  RequestPtr recv_fresh = from_zero.Recv(kFloor + 1, got_fresh.data(), got_fresh.size());
+  ASSERT_TRUE(to_one.Send(kFloor + 1, fresh.data(), fresh.size())->Wait(deadline).ok());
+  ASSERT_TRUE(recv_fresh->Wait(deadline).ok());
+  EXPECT_EQ(got_fresh, fresh);
+  EXPECT_TRUE(from_zero.status().ok());
+  // The sender's side abandons its own sends below the floor at once.
+  to_one.DiscardTagsBelow(kFloor, why);
+  EXPECT_EQ(to_one.Send(8, old.data(), old.size())->Wait(deadline), why);
+}
+
 INSTANTIATE_TEST_SUITE_P(StreamsAndSockets, TcpTransportTest,
                          testing::Combine(testing::Values(1, 4), testing::Bool()));
 

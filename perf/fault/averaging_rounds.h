@@ -1,0 +1,45 @@
+#ifndef HMC_PERF_FAULT_AVERAGING_ROUNDS_H_
+#define HMC_PERF_FAULT_AVERAGING_ROUNDS_H_
+
+// What the fault harness's ranks average, and how a round's outcome is written and checked. The
+// rank (hmc-fault-rank) and the checker (fault_trial) share only these definitions: the checker
+// computes each round's expected result itself, from the contributors a rank names.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace hmc::fault {
+
+// Rank `id`'s vector in round `round`: multiples of 1/4 below 16, so that every weighted sum of
+// a few of them is exact in float and the average is one rounding of an exact quotient.
+float RoundValue(int id, uint64_t round, size_t i);
+void FillRound(int id, uint64_t round, std::vector<float>& values);
+// Rank `id`'s weight in round `round` (1 to 4: samples differ between ranks).
+double RoundWeight(int id, uint64_t round);
+// FNV-1a of the vector's bytes.
+uint64_t HashFloats(const std::vector<float>& values);
+
+// One committed round as a rank reports it: a line "committed round=R epoch=E attempts=A
+// contributors=0,1,3 weights=1,2,4 hash=H unix_ms=T".
+struct CommittedRound {
+  uint64_t round = 0;
+  uint32_t epoch = 0;
+  int attempts = 0;
+  std::vector<int> contributors;
+  std::vector<double> weights;
+  uint64_t hash = 0;
+  int64_t unix_ms = 0;
+
+  std::string ToLine() const;
+  static absl::StatusOr<CommittedRound> Parse(const std::string& line);
+};
+
+// The hash of the exact weighted average of `contributors`' vectors of `count` elements.
+uint64_t ExpectedHash(uint64_t round, const std::vector<int>& contributors, size_t count);
+
+}  // namespace hmc::fault
+
+#endif  // HMC_PERF_FAULT_AVERAGING_ROUNDS_H_

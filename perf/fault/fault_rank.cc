@@ -1,0 +1,76 @@
+// hmc-fault-rank: one rank of the fault harness. Joins the group, then averages --rounds rounds
+// (Communicator::Average, each rank's vector and weight from averaging_rounds.h), retrying a round
+// that ends with "membership changed", and prints each committed round on stdout.
+//
+// Exit codes: 0 every round committed; 3 an error that is not a membership change; 4 this rank
+// was removed from the group (it was stopped or cut off for longer than the heartbeat timeout).
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "collectives/averaging.h"
+#include "collectives/communicator.h"
+#include "perf/fault/averaging_rounds.h"
+
+ABSL_FLAG(int, rounds, 30, "Rounds to commit.");
+ABSL_FLAG(int64_t, count, 1 << 18, "Floats per vector.");
+ABSL_FLAG(absl::Duration, pause, absl::Milliseconds(20), "Pause between rounds (the step's work).");
+ABSL_FLAG(int, max_retries, 50, "Membership changes one round may see before the rank gives up.");
+
+int main(int argc, char** argv) {
+  std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<hmc::Options> options = hmc::Options::FromEnvironment();
+  if (!options.ok()) {
+    std::fprintf(stderr, "hmc-fault-rank: %s\n", options.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<hmc::Communicator>> comm = hmc::Communicator::Create(*options);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "hmc-fault-rank: %s\n", comm.status().ToString().c_str());
+    return 1;
+  }
+  const int id = (*comm)->id();
+  std::printf("joined id=%d\n", id);
+  std::fflush(stdout);
+  std::vector<float> values(static_cast<size_t>(absl::GetFlag(FLAGS_count)));
+  const int rounds = absl::GetFlag(FLAGS_rounds);
+  for (int round = 0; round < rounds; ++round) {
+    absl::StatusOr<hmc::AverageOutcome> outcome;
+    for (int tries = 0; tries <= absl::GetFlag(FLAGS_max_retries); ++tries) {
+      hmc::fault::FillRound(id, round, values);
+      outcome = (*comm)->Average(hmc::Buffer{values.data(), values.size(), hmc::DType::kF32},
+                                 hmc::fault::RoundWeight(id, round));
+      if (outcome.ok() || !hmc::IsMembershipChanged(outcome.status())) break;
+      std::printf("retry round=%d: %s\n", round, std::string(outcome.status().message()).c_str());
+    }
+    if (!outcome.ok()) {
+      std::printf("error round=%d: %s\n", round, outcome.status().ToString().c_str());
+      std::fflush(stdout);
+      return absl::StrContains(outcome.status().message(), "removed from the group") ||
+                     absl::StrContains((*comm)->health().message(), "removed from the group")
+                 ? 4
+                 : 3;
+    }
+    if (outcome->round != static_cast<uint64_t>(round)) {
+      std::printf("error round=%d: the communicator committed round %d\n", round,
+                  static_cast<int>(outcome->round));
+      return 3;
+    }
+    hmc::fault::CommittedRound line{outcome->round,
+                                    outcome->epoch,
+                                    outcome->attempts,
+                                    outcome->contributors,
+                                    outcome->weights,
+                                    hmc::fault::HashFloats(values),
+                                    absl::ToUnixMillis(absl::Now())};
+    std::printf("%s\n", line.ToLine().c_str());
+    std::fflush(stdout);
+    absl::SleepFor(absl::GetFlag(FLAGS_pause));
+  }
+  std::printf("done\n");
+  return 0;
+}

@@ -1,0 +1,216 @@
+#include "perf/fault/fault_trial.h"
+
+#include <signal.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "core/auth.h"
+#include "core/coordinator.h"
+#include "core/options.h"
+#include "launcher/local_group.h"
+#include "launcher/process.h"
+#include "perf/fault/averaging_rounds.h"
+
+namespace hmc::fault {
+namespace {
+
+constexpr int kExitRemoved = 4;
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<CommittedRound> CommittedRounds(const std::string& output,
+                                            std::vector<std::string>& problems, int rank) {
+  std::vector<CommittedRound> rounds;
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (!absl::StartsWith(line, "committed ")) continue;
+    absl::StatusOr<CommittedRound> r = CommittedRound::Parse(std::string(line));
+    if (r.ok()) {
+      rounds.push_back(*r);
+    } else {
+      problems.push_back(absl::StrFormat("rank %d: %s", rank, r.status().message()));
+    }
+  }
+  return rounds;
+}
+
+int64_t HighestRound(const std::string& output) {
+  int64_t highest = -1;
+  std::vector<std::string> ignored;
+  for (const CommittedRound& r : CommittedRounds(output, ignored, 0)) {
+    highest = std::max<int64_t>(highest, static_cast<int64_t>(r.round));
+  }
+  return highest;
+}
+
+}  // namespace
+
+const char* FaultName(FaultKind kind) {
+  switch (kind) {
+    case FaultKind::kNone:
+      return "none";
+    case FaultKind::kKill:
+      return "kill";
+    case FaultKind::kStop:
+      return "stop";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<FaultKind> ParseFault(const std::string& name) {
+  for (FaultKind kind : {FaultKind::kNone, FaultKind::kKill, FaultKind::kStop}) {
+    if (name == FaultName(kind)) return kind;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("unknown fault '%s' (none, kill, stop)", name));
+}
+
+absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
+  std::mt19937 random(spec.seed);
+  TrialResult result;
+  result.victim = spec.fault == FaultKind::kNone
+                      ? -1
+                      : (spec.victim >= 0 ? spec.victim
+                                          : static_cast<int>(random() % spec.ranks));
+  CoordinatorConfig config;
+  config.world_size = spec.ranks;
+  config.token = RandomToken();
+  config.heartbeat_timeout = spec.heartbeat_timeout;
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(config);
+  if (!coordinator.ok()) return coordinator.status();
+  Options options;
+  options.coordinator = (*coordinator)->address().ToString();
+  options.token = config.token;
+  options.world_size = spec.ranks;
+  options.streams = 2;     // No stream probe: a trial starts in a fraction of a second.
+  options.probe = false;
+  options.heartbeat_interval = absl::Milliseconds(250);
+  options.heartbeat_timeout = spec.heartbeat_timeout;
+  options.timeout = absl::Seconds(60);
+  std::vector<Process> ranks;
+  std::vector<std::string> outputs;
+  for (int r = 0; r < spec.ranks; ++r) {
+    options.rank = r;
+    outputs.push_back(absl::StrFormat("%s/fault_rank%d_%d.log", spec.work_dir, r, getpid()));
+    absl::StatusOr<Process> p = Process::Spawn(
+        {spec.rank_binary, absl::StrCat("--rounds=", spec.rounds),
+         absl::StrCat("--count=", spec.count),
+         absl::StrCat("--pause=", absl::FormatDuration(spec.pause))},
+        options.ToEnvironment(), {.output_path = outputs.back()});
+    if (!p.ok()) return p.status();
+    ranks.push_back(std::move(*p));
+  }
+  const absl::Time limit = absl::Now() + spec.limit;
+  // The fault lands at a random moment after every rank committed two rounds.
+  int64_t fault_ms = 0;
+  if (result.victim >= 0) {
+    auto all_running = [&] {
+      for (const std::string& output : outputs) {
+        if (HighestRound(ReadAll(output)) < 1) return false;
+      }
+      return true;
+    };
+    while (!all_running() && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(10));
+    absl::SleepFor(absl::Milliseconds(random() % (3 * absl::ToInt64Milliseconds(spec.pause) + 1)));
+    fault_ms = absl::ToUnixMillis(absl::Now());
+    ranks[result.victim].Signal(spec.fault == FaultKind::kKill ? SIGKILL : SIGSTOP);
+    if (spec.fault == FaultKind::kStop) {
+      absl::SleepFor(spec.stop_for);
+      ranks[result.victim].Signal(SIGCONT);
+    }
+  }
+  std::vector<int> codes(spec.ranks, -1);
+  for (int r = 0; r < spec.ranks; ++r) {
+    absl::StatusOr<int> code = ranks[r].Wait(limit);
+    if (code.ok()) {
+      codes[r] = *code;
+    } else {
+      result.hang = true;
+      result.problems.push_back(absl::StrFormat("rank %d still running at the limit", r));
+    }
+  }
+  for (Process& p : ranks) p.Signal(SIGKILL);  // Those still running; reaped by ~Process.
+  // Survivors: every rank but the victim must commit every round; a stopped victim may too.
+  std::map<uint64_t, std::vector<std::pair<int, CommittedRound>>> by_round;
+  std::vector<int> survivors;
+  for (int r = 0; r < spec.ranks; ++r) {
+    const std::string output = ReadAll(outputs[r]);
+    const bool victim = r == result.victim;
+    const bool finished = codes[r] == 0;
+    if (!victim && !finished && codes[r] != -1) {
+      result.problems.push_back(
+          absl::StrFormat("rank %d exited %d:\n%s", r, codes[r], output.substr(output.size() > 2000 ? output.size() - 2000 : 0)));
+    }
+    if (victim && spec.fault == FaultKind::kStop && codes[r] != 0 && codes[r] != kExitRemoved) {
+      result.problems.push_back(absl::StrFormat("stopped rank %d exited %d", r, codes[r]));
+    }
+    if (finished) survivors.push_back(r);
+    for (const CommittedRound& c : CommittedRounds(output, result.problems, r)) {
+      by_round[c.round].push_back({r, c});
+    }
+  }
+  for (int round = 0; round < spec.rounds; ++round) {
+    const auto& reports = by_round[round];
+    int committed_by_survivors = 0;
+    for (int s : survivors) {
+      committed_by_survivors += std::count_if(reports.begin(), reports.end(),
+                                              [&](const auto& e) { return e.first == s; });
+    }
+    if (committed_by_survivors != static_cast<int>(survivors.size())) {
+      ++result.lost;
+      result.problems.push_back(absl::StrFormat("round %d: committed by %d of %d survivors",
+                                                round, committed_by_survivors, survivors.size()));
+    } else if (!survivors.empty()) {
+      ++result.rounds;
+    }
+    bool consistent = true;
+    for (const auto& [rank, c] : reports) {
+      const CommittedRound& first = reports.front().second;
+      consistent &= c.epoch == first.epoch && c.contributors == first.contributors &&
+                    c.weights == first.weights && c.hash == first.hash;
+      for (size_t i = 0; i < c.contributors.size() && i < c.weights.size(); ++i) {
+        consistent &= c.weights[i] == RoundWeight(c.contributors[i], round);
+      }
+      consistent &= c.contributors.size() == c.weights.size() &&
+                    c.hash == ExpectedHash(round, c.contributors, spec.count);
+      if (!consistent) {
+        result.problems.push_back(absl::StrFormat("round %d: rank %d reports %s", round, rank,
+                                                  c.ToLine()));
+        break;
+      }
+    }
+    if (!consistent) ++result.inconsistent;
+  }
+  if (result.victim >= 0) {
+    // The slowest survivor's first commit after the fault.
+    absl::Duration slowest = absl::ZeroDuration();
+    for (int s : survivors) {
+      int64_t first = -1;
+      for (const auto& [round, reports] : by_round) {
+        for (const auto& [rank, c] : reports) {
+          if (rank == s && c.unix_ms >= fault_ms && (first < 0 || c.unix_ms < first)) {
+            first = c.unix_ms;
+          }
+        }
+      }
+      slowest = first < 0 ? absl::InfiniteDuration()
+                          : std::max(slowest, absl::Milliseconds(first - fault_ms));
+    }
+    result.recovery = slowest;
+  }
+  return result;
+}
+
+}  // namespace hmc::fault

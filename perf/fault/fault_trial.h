@@ -1,0 +1,54 @@
+#ifndef HMC_PERF_FAULT_FAULT_TRIAL_H_
+#define HMC_PERF_FAULT_FAULT_TRIAL_H_
+
+// One trial of the fault harness: a coordinator and N ranks of hmc-fault-rank averaging rounds on
+// loopback, one fault injected at a random moment, and every rank's committed rounds checked
+// against each other and against the weighted average of the contributors they name.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace hmc::fault {
+
+enum class FaultKind {
+  kNone,  // No fault: the baseline.
+  kKill,  // SIGKILL: a crashed or preempted machine.
+  kStop,  // SIGSTOP, then SIGCONT after `stop_for`: a machine that hangs (or is paused) a while.
+};
+const char* FaultName(FaultKind kind);
+absl::StatusOr<FaultKind> ParseFault(const std::string& name);
+
+struct TrialSpec {
+  std::string rank_binary;  // hmc-fault-rank.
+  std::string work_dir;     // Where the ranks' output goes.
+  int ranks = 4;
+  int rounds = 20;
+  int64_t count = 1 << 16;  // Floats per vector.
+  absl::Duration pause = absl::Milliseconds(20);
+  FaultKind fault = FaultKind::kKill;
+  int victim = -1;  // -1: chosen at random.
+  uint32_t seed = 1;
+  absl::Duration heartbeat_timeout = absl::Seconds(2);
+  absl::Duration stop_for = absl::Seconds(4);
+  absl::Duration limit = absl::Seconds(120);  // A rank still running then is a hang.
+};
+
+struct TrialResult {
+  int victim = -1;
+  bool hang = false;      // A rank that should have finished had not by the limit.
+  int inconsistent = 0;   // Rounds whose reports differ, or differ from the expected average.
+  int lost = 0;           // Rounds some surviving rank did not commit.
+  int rounds = 0;         // Rounds committed by every survivor.
+  // From the fault to the next round every survivor committed; infinite without a fault.
+  absl::Duration recovery = absl::InfiniteDuration();
+  std::vector<std::string> problems;  // What went wrong, for people.
+};
+
+absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec);
+
+}  // namespace hmc::fault
+
+#endif  // HMC_PERF_FAULT_FAULT_TRIAL_H_

@@ -1,0 +1,64 @@
+// Fault-tolerant averaging with real processes: a group of hmc-fault-rank processes averages
+// rounds while one rank is killed (SIGKILL) or stopped past the heartbeat timeout (SIGSTOP, then
+// SIGCONT) at a random moment. Every round must be committed by every survivor with the same
+// contributors, weights and result bits, and the result must be the weighted average of the
+// contributors it names, as computed here (perf/fault/fault_trial.cc). A bounded sample of the
+// trials that hmc-fault runs by the hundred.
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_join.h"
+#include "perf/fault/fault_trial.h"
+
+namespace hmc::fault {
+namespace {
+
+TrialSpec Spec(FaultKind fault, uint32_t seed) {
+  TrialSpec spec;
+  spec.rank_binary = HMC_FAULT_RANK_PATH;
+  spec.work_dir = testing::TempDir();
+  spec.fault = fault;
+  spec.seed = seed;
+  spec.rounds = 12;
+  spec.count = 1 << 18;  // Large enough that a fault often lands inside a round.
+  spec.pause = absl::Milliseconds(5);
+  spec.stop_for = absl::Seconds(3);
+  return spec;
+}
+
+void ExpectClean(const TrialSpec& spec) {
+  absl::StatusOr<TrialResult> r = RunTrial(spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string problems = absl::StrJoin(r->problems, "\n");
+  EXPECT_FALSE(r->hang) << problems;
+  EXPECT_EQ(r->inconsistent, 0) << problems;
+  EXPECT_EQ(r->lost, 0) << problems;
+  EXPECT_EQ(r->rounds, spec.rounds) << problems;
+  if (spec.fault != FaultKind::kNone) {
+    EXPECT_LT(r->recovery, absl::InfiniteDuration()) << "no round committed after the fault";
+  }
+}
+
+TEST(ElasticAverage, WithoutFaultsEveryRoundCommitsOverEveryRank) {
+  ExpectClean(Spec(FaultKind::kNone, 1));
+}
+
+class KilledRank : public testing::TestWithParam<uint32_t> {};
+
+TEST_P(KilledRank, SurvivorsCommitEveryRoundAlike) {
+  ExpectClean(Spec(FaultKind::kKill, GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, KilledRank, testing::Values(11, 12, 13, 14));
+
+class StoppedRank : public testing::TestWithParam<uint32_t> {};
+
+// The stopped rank is declared failed after the heartbeat timeout (2 s), the others go on without
+// it, and once continued it finds itself removed and exits 4 (fault_trial checks).
+TEST_P(StoppedRank, SurvivorsGoOnAndTheRankIsRemoved) {
+  ExpectClean(Spec(FaultKind::kStop, GetParam()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, StoppedRank, testing::Values(21, 22));
+
+}  // namespace
+}  // namespace hmc::fault
