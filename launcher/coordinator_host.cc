@@ -14,10 +14,9 @@
 #include "core/socket.h"
 
 namespace hmc {
-namespace {
 
-absl::StatusOr<std::unique_ptr<Coordinator>> StartInNamespace(const std::string& netns,
-                                                              const CoordinatorConfig& config) {
+absl::StatusOr<std::unique_ptr<Coordinator>> StartCoordinatorInNamespace(
+    const std::string& netns, const CoordinatorConfig& config) {
   UniqueFd home(open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
   UniqueFd target(open(absl::StrCat("/run/netns/", netns).c_str(), O_RDONLY | O_CLOEXEC));
   if (!home.valid() || !target.valid()) {
@@ -38,8 +37,6 @@ absl::StatusOr<std::unique_ptr<Coordinator>> StartInNamespace(const std::string&
   }
   return coordinator;
 }
-
-}  // namespace
 
 absl::StatusOr<HostedCoordinator> HostCoordinator(const std::vector<RankPlacement>& ranks,
                                                   CoordinatorConfig config,
@@ -84,7 +81,7 @@ absl::StatusOr<HostedCoordinator> HostCoordinator(const std::vector<RankPlacemen
     config.bind = "127.0.0.1:0";
   }
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
-      netns_host != nullptr && bind.empty() ? StartInNamespace(netns_host->netns, config)
+      netns_host != nullptr && bind.empty() ? StartCoordinatorInNamespace(netns_host->netns, config)
                                             : Coordinator::Start(config);
   if (!coordinator.ok()) return coordinator.status();
   hosted.coordinator = std::move(*coordinator);

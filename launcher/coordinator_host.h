@@ -25,6 +25,11 @@ struct HostedCoordinator {
 //   to the first of them;
 // - otherwise on 127.0.0.1.
 // Any port. `config.bind` is filled in here.
+// Starts a coordinator whose listening socket lives in the network namespace `netns` (as `ip
+// netns` names it; needs root), served from this process.
+absl::StatusOr<std::unique_ptr<Coordinator>> StartCoordinatorInNamespace(
+    const std::string& netns, const CoordinatorConfig& config);
+
 absl::StatusOr<HostedCoordinator> HostCoordinator(const std::vector<RankPlacement>& ranks,
                                                   CoordinatorConfig config,
                                                   const std::string& bind);

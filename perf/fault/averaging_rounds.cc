@@ -27,10 +27,11 @@ uint64_t HashFloats(const std::vector<float>& values) {
 }
 
 std::string CommittedRound::ToLine() const {
-  return absl::StrFormat("committed round=%d epoch=%d attempts=%d contributors=%s weights=%s "
-                         "hash=%d unix_ms=%d",
-                         round, epoch, attempts, absl::StrJoin(contributors, ","),
-                         absl::StrJoin(weights, ","), hash, unix_ms);
+  return absl::StrFormat(
+      "committed round=%d epoch=%d attempts=%d contributors=%s weights=%s "
+      "hash=%d unix_ms=%d",
+      round, epoch, attempts, absl::StrJoin(contributors, ","), absl::StrJoin(weights, ","), hash,
+      unix_ms);
 }
 
 absl::StatusOr<CommittedRound> CommittedRound::Parse(const std::string& line) {

@@ -43,8 +43,9 @@ int main(int argc, char** argv) {
               static_cast<long long>(absl::GetFlag(FLAGS_count)),
               absl::FormatDuration(absl::GetFlag(FLAGS_pause)).c_str(),
               absl::FormatDuration(absl::GetFlag(FLAGS_heartbeat_timeout)).c_str());
-  std::printf("| fault | trials | hangs | inconsistent rounds | lost committed rounds | "
-              "recovery median s | p90 s | max s |\n|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| fault | trials | hangs | inconsistent rounds | lost committed rounds | "
+      "recovery median s | p90 s | max s |\n|---|---|---|---|---|---|---|---|\n");
   bool clean = true;
   uint32_t seed = absl::GetFlag(FLAGS_seed);
   const std::vector<std::string> faults =
@@ -82,8 +83,8 @@ int main(int argc, char** argv) {
       }
       if (absl::GetFlag(FLAGS_verbose) || r->hang || r->inconsistent > 0 || r->lost > 0) {
         for (const std::string& p : r->problems) {
-          std::fprintf(stderr, "%s trial %d (seed %u, victim %d): %s\n", name.c_str(), t,
-                       spec.seed, r->victim, p.c_str());
+          std::fprintf(stderr, "%s trial %d (seed %u, victim %d): %s\n", name.c_str(), t, spec.seed,
+                       r->victim, p.c_str());
         }
       }
     }

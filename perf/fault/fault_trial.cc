@@ -15,6 +15,7 @@
 #include "core/auth.h"
 #include "core/coordinator.h"
 #include "core/options.h"
+#include "launcher/coordinator_host.h"
 #include "launcher/local_group.h"
 #include "launcher/process.h"
 #include "perf/fault/averaging_rounds.h"
@@ -65,36 +66,52 @@ const char* FaultName(FaultKind kind) {
       return "kill";
     case FaultKind::kStop:
       return "stop";
+    case FaultKind::kCut:
+      return "cut";
   }
   return "unknown";
 }
 
 absl::StatusOr<FaultKind> ParseFault(const std::string& name) {
-  for (FaultKind kind : {FaultKind::kNone, FaultKind::kKill, FaultKind::kStop}) {
+  for (FaultKind kind : {FaultKind::kNone, FaultKind::kKill, FaultKind::kStop, FaultKind::kCut}) {
     if (name == FaultName(kind)) return kind;
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("unknown fault '%s' (none, kill, stop)", name));
+      absl::StrFormat("unknown fault '%s' (none, kill, stop, cut)", name));
 }
 
 absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
+  if (spec.fault == FaultKind::kCut && (!spec.cut || spec.cut_off.empty())) {
+    return absl::InvalidArgumentError("a cut needs the links to cut and the ranks it cuts off");
+  }
   std::mt19937 random(spec.seed);
   TrialResult result;
-  result.victim = spec.fault == FaultKind::kNone
-                      ? -1
-                      : (spec.victim >= 0 ? spec.victim
-                                          : static_cast<int>(random() % spec.ranks));
+  std::vector<int> victims;  // Ranks the fault hits, which need not finish.
+  if (spec.fault == FaultKind::kCut) {
+    victims = spec.cut_off;
+  } else if (spec.fault != FaultKind::kNone) {
+    victims.push_back(spec.victim >= 0 ? spec.victim : static_cast<int>(random() % spec.ranks));
+  }
+  result.victim = victims.empty() ? -1 : victims.front();
+  auto is_victim = [&](int r) {
+    return std::find(victims.begin(), victims.end(), r) != victims.end();
+  };
   CoordinatorConfig config;
   config.world_size = spec.ranks;
   config.token = RandomToken();
-  config.heartbeat_timeout = spec.heartbeat_timeout;
-  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(config);
+  config.bind = spec.coordinator_bind;
+  config.heartbeat_timeout = spec.coordinator_heartbeat_timeout > absl::ZeroDuration()
+                                 ? spec.coordinator_heartbeat_timeout
+                                 : spec.heartbeat_timeout;
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
+      spec.coordinator_netns.empty() ? Coordinator::Start(config)
+                                     : StartCoordinatorInNamespace(spec.coordinator_netns, config);
   if (!coordinator.ok()) return coordinator.status();
   Options options;
   options.coordinator = (*coordinator)->address().ToString();
   options.token = config.token;
   options.world_size = spec.ranks;
-  options.streams = 2;     // No stream probe: a trial starts in a fraction of a second.
+  options.streams = 2;  // No stream probe: a trial starts in a fraction of a second.
   options.probe = false;
   options.heartbeat_interval = absl::Milliseconds(250);
   options.heartbeat_timeout = spec.heartbeat_timeout;
@@ -104,11 +121,15 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   for (int r = 0; r < spec.ranks; ++r) {
     options.rank = r;
     outputs.push_back(absl::StrFormat("%s/fault_rank%d_%d.log", spec.work_dir, r, getpid()));
-    absl::StatusOr<Process> p = Process::Spawn(
-        {spec.rank_binary, absl::StrCat("--rounds=", spec.rounds),
-         absl::StrCat("--count=", spec.count),
-         absl::StrCat("--pause=", absl::FormatDuration(spec.pause))},
-        options.ToEnvironment(), {.output_path = outputs.back()});
+    std::vector<std::string> argv =
+        spec.rank_prefix ? spec.rank_prefix(r) : std::vector<std::string>{};
+    for (const std::string& arg : {spec.rank_binary, absl::StrCat("--rounds=", spec.rounds),
+                                   absl::StrCat("--count=", spec.count),
+                                   absl::StrCat("--pause=", absl::FormatDuration(spec.pause))}) {
+      argv.push_back(arg);
+    }
+    absl::StatusOr<Process> p =
+        Process::Spawn(argv, options.ToEnvironment(), {.output_path = outputs.back()});
     if (!p.ok()) return p.status();
     ranks.push_back(std::move(*p));
   }
@@ -125,7 +146,11 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     while (!all_running() && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(10));
     absl::SleepFor(absl::Milliseconds(random() % (3 * absl::ToInt64Milliseconds(spec.pause) + 1)));
     fault_ms = absl::ToUnixMillis(absl::Now());
-    ranks[result.victim].Signal(spec.fault == FaultKind::kKill ? SIGKILL : SIGSTOP);
+    if (spec.fault == FaultKind::kCut) {
+      spec.cut();
+    } else {
+      ranks[result.victim].Signal(spec.fault == FaultKind::kKill ? SIGKILL : SIGSTOP);
+    }
     if (spec.fault == FaultKind::kStop) {
       absl::SleepFor(spec.stop_for);
       ranks[result.victim].Signal(SIGCONT);
@@ -147,11 +172,12 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   std::vector<int> survivors;
   for (int r = 0; r < spec.ranks; ++r) {
     const std::string output = ReadAll(outputs[r]);
-    const bool victim = r == result.victim;
+    const bool victim = is_victim(r);
     const bool finished = codes[r] == 0;
     if (!victim && !finished && codes[r] != -1) {
       result.problems.push_back(
-          absl::StrFormat("rank %d exited %d:\n%s", r, codes[r], output.substr(output.size() > 2000 ? output.size() - 2000 : 0)));
+          absl::StrFormat("rank %d exited %d:\n%s", r, codes[r],
+                          output.substr(output.size() > 2000 ? output.size() - 2000 : 0)));
     }
     if (victim && spec.fault == FaultKind::kStop && codes[r] != 0 && codes[r] != kExitRemoved) {
       result.problems.push_back(absl::StrFormat("stopped rank %d exited %d", r, codes[r]));
@@ -170,8 +196,8 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     }
     if (committed_by_survivors != static_cast<int>(survivors.size())) {
       ++result.lost;
-      result.problems.push_back(absl::StrFormat("round %d: committed by %d of %d survivors",
-                                                round, committed_by_survivors, survivors.size()));
+      result.problems.push_back(absl::StrFormat("round %d: committed by %d of %d survivors", round,
+                                                committed_by_survivors, survivors.size()));
     } else if (!survivors.empty()) {
       ++result.rounds;
     }
@@ -186,8 +212,8 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
       consistent &= c.contributors.size() == c.weights.size() &&
                     c.hash == ExpectedHash(round, c.contributors, spec.count);
       if (!consistent) {
-        result.problems.push_back(absl::StrFormat("round %d: rank %d reports %s", round, rank,
-                                                  c.ToLine()));
+        result.problems.push_back(
+            absl::StrFormat("round %d: rank %d reports %s", round, rank, c.ToLine()));
         break;
       }
     }

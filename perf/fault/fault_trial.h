@@ -5,6 +5,7 @@
 // loopback, one fault injected at a random moment, and every rank's committed rounds checked
 // against each other and against the weighted average of the contributors they name.
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@ enum class FaultKind {
   kNone,  // No fault: the baseline.
   kKill,  // SIGKILL: a crashed or preempted machine.
   kStop,  // SIGSTOP, then SIGCONT after `stop_for`: a machine that hangs (or is paused) a while.
+  kCut,   // TrialSpec::cut: the links of `cut_off` ranks stop carrying anything, silently.
 };
 const char* FaultName(FaultKind kind);
 absl::StatusOr<FaultKind> ParseFault(const std::string& name);
@@ -34,14 +36,23 @@ struct TrialSpec {
   absl::Duration heartbeat_timeout = absl::Seconds(2);
   absl::Duration stop_for = absl::Seconds(4);
   absl::Duration limit = absl::Seconds(120);  // A rank still running then is a hang.
+  // Where the coordinator listens, and the heartbeat timeout it applies (zero: the one above).
+  std::string coordinator_bind = "127.0.0.1:0";
+  std::string coordinator_netns;  // The network namespace it listens in; empty: this one.
+  absl::Duration coordinator_heartbeat_timeout = absl::ZeroDuration();
+  // Run before each rank's command (e.g. "ip netns exec NS"); none when empty.
+  std::function<std::vector<std::string>(int rank)> rank_prefix;
+  // kCut: cuts the links, and the ranks it cuts off (they may fail; they must not hang).
+  std::function<void()> cut;
+  std::vector<int> cut_off;
 };
 
 struct TrialResult {
-  int victim = -1;
-  bool hang = false;      // A rank that should have finished had not by the limit.
-  int inconsistent = 0;   // Rounds whose reports differ, or differ from the expected average.
-  int lost = 0;           // Rounds some surviving rank did not commit.
-  int rounds = 0;         // Rounds committed by every survivor.
+  int victim = -1;       // The rank a kill or stop hit; the first rank cut off.
+  bool hang = false;     // A rank that should have finished had not by the limit.
+  int inconsistent = 0;  // Rounds whose reports differ, or differ from the expected average.
+  int lost = 0;          // Rounds some surviving rank did not commit.
+  int rounds = 0;        // Rounds committed by every survivor.
   // From the fault to the next round every survivor committed; infinite without a fault.
   absl::Duration recovery = absl::InfiniteDuration();
   std::vector<std::string> problems;  // What went wrong, for people.
