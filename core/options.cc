@@ -96,8 +96,8 @@ const OptionSpec kOptionTable[] = {
     {"heartbeat_timeout", &Options::heartbeat_timeout,
      "Silence after which a rank is declared failed: by the coordinator (no heartbeat) and on "
      "data links (unacknowledged data or unanswered keepalives, TCP_USER_TIMEOUT); 0 (auto): ten "
-     "round trips of the rank's coordinator connection, at least 3 s (data links: at least 10 "
-     "s, which several retransmissions of a 300 ms path need)."},
+     "round trips of the rank's coordinator connection and at least 3 s at the coordinator, 10 s "
+     "on data links (several retransmissions of a lossy 300 ms path fit in it)."},
 };
 
 std::string EnvName(absl::string_view name) { return "HMC_" + absl::AsciiStrToUpper(name); }
