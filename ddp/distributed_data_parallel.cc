@@ -8,7 +8,7 @@ namespace hmc::ddp {
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Communicator> comm,
                                                  std::vector<at::Tensor> parameters,
                                                  DdpOptions options)
-    : averager_(comm, options.averaging) {
+    : averager_(comm, options.averaging), options_(options) {
   for (at::Tensor& p : parameters) {
     if (p.requires_grad()) parameters_.push_back(p);
   }
@@ -30,6 +30,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Communicator> c
     b.parameters.push_back(i);
     bucket_bytes += p.numel() * p.element_size();
   }
+  int64_t total = 0;
   for (Bucket& b : buckets_) {
     int64_t numel = 0;
     for (size_t i : b.parameters) {
@@ -38,6 +39,20 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Communicator> c
     }
     b.flat = at::zeros({numel}, parameters_[b.parameters[0]].options().requires_grad(false));
     b.pending = b.parameters.size();
+    total += numel;
+  }
+  if (options.fault_tolerant && !buckets_.empty()) {
+    const at::ScalarType type = buckets_.front().flat.scalar_type();
+    TORCH_CHECK(buckets_.size() == 1 || buckets_.back().flat.scalar_type() == type,
+                "hmc DDP: fault-tolerant averaging needs parameters of one type");
+    TORCH_CHECK(type == at::kFloat || type == at::kDouble,
+                "hmc DDP: fault-tolerant averaging needs float or double parameters");
+    all_flat_ = at::zeros({total}, buckets_.front().flat.options());
+    int64_t offset = 0;
+    for (Bucket& b : buckets_) {
+      b.flat = all_flat_.narrow(0, offset, b.flat.numel());
+      offset += b.flat.numel();
+    }
   }
   for (size_t i = 0; i < parameters_.size(); ++i) {
     hooks_.push_back(
@@ -61,14 +76,23 @@ void DistributedDataParallel::OnGradient(size_t parameter, const at::Tensor& gra
 }
 
 void DistributedDataParallel::StartReadyBuckets() {
-  while (next_to_start_ < buckets_.size() && buckets_[next_to_start_].pending == 0) {
+  while (!options_.fault_tolerant && next_to_start_ < buckets_.size() && buckets_[next_to_start_].pending == 0) {
     Bucket& b = buckets_[next_to_start_];
     b.future = averager_.Start(b.flat, next_to_start_);
     ++next_to_start_;
   }
 }
 
-void DistributedDataParallel::FinishBackward() {
+void DistributedDataParallel::AverageStep(double samples) {
+  absl::StatusOr<AverageOutcome> outcome = averager_.AverageRound(all_flat_, samples);
+  if (!outcome.ok()) {
+    // The buckets hold this rank's own gradients, as the caller computed them.
+    TORCH_CHECK(false, "hmc DDP step: ", std::string(outcome.status().message()));
+  }
+  last_step_ = *std::move(outcome);
+}
+
+void DistributedDataParallel::FinishBackward(double samples) {
   MutexLock lock(&mu_);
   // Parameters that got no gradient this step contribute zeros.
   for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -80,7 +104,15 @@ void DistributedDataParallel::FinishBackward() {
   }
   StartReadyBuckets();
   std::exception_ptr failure;
+  if (options_.fault_tolerant) {
+    try {
+      AverageStep(samples);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
   for (Bucket& b : buckets_) {
+    if (b.future == nullptr) continue;
     b.future->wait();
     if (b.future->hasError() && failure == nullptr) failure = b.future->exception_ptr();
   }

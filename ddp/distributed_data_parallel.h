@@ -19,6 +19,12 @@ struct DdpOptions {
   size_t bucket_bytes = 4 << 20;
   AveragingOptions averaging;
   bool broadcast_parameters = true;  // Start from rank 0's values, as DDP does.
+  // Every step is one fault-tolerant averaging round over all gradients at once
+  // (Communicator::Average), weighted by the samples FinishBackward is given: a step that loses a
+  // peer commits with the survivors (weights renormalised to the samples actually averaged) or
+  // fails on every survivor alike; no rank ever steps with a gradient the others do not have.
+  // Averaging no longer overlaps backward. Float or double parameters, all of one type.
+  bool fault_tolerant = false;
 };
 
 // DDP for plain libtorch C++ trainers (libtorch C++ has no DDP module). Parameters are grouped
@@ -41,8 +47,14 @@ class DistributedDataParallel {
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-  // Waits for every bucket and writes the averages into the parameters' gradients.
-  void FinishBackward();
+  // Waits for every bucket and writes the averages into the parameters' gradients. `samples`:
+  // this rank's share of the step (fault_tolerant: the weight of its gradients; otherwise every
+  // rank's gradients count alike). Fault tolerant, a step whose averaging failed on every
+  // survivor throws c10::Error whose message says "membership changed": skip the step (the
+  // gradients are left as this rank computed them) and go on.
+  void FinishBackward(double samples = 1);
+  // Fault tolerant: the last committed step's contributors and weights.
+  const AverageOutcome& last_step() const { return last_step_; }
 
   size_t bucket_count() const { return buckets_.size(); }
   Traffic traffic() const { return averager_.traffic(); }
@@ -61,11 +73,16 @@ class DistributedDataParallel {
   };
 
   void OnGradient(size_t parameter, const at::Tensor& grad);
+  // Fault tolerant: averages every bucket as one round.
+  void AverageStep(double samples) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts every bucket that is complete and follows only started ones.
   void StartReadyBuckets() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::vector<at::Tensor> parameters_;
   GradientAverager averager_;
+  const DdpOptions options_;
+  at::Tensor all_flat_;  // Fault tolerant: every bucket's flat is a view into it.
+  AverageOutcome last_step_;
   std::vector<unsigned> hooks_;
   Mutex mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);

@@ -22,6 +22,18 @@ c10::intrusive_ptr<c10::ivalue::Future> GradientAverager::Start(const at::Tensor
   return FutureOf(comm_->AllReduce(*buffer, *buffer, op, call), {flat}, nullptr, meter_);
 }
 
+absl::StatusOr<AverageOutcome> GradientAverager::AverageRound(const at::Tensor& flat,
+                                                              double weight) {
+  const Buffer buffer{flat.data_ptr(), static_cast<size_t>(flat.numel()),
+                      flat.scalar_type() == at::kFloat ? DType::kF32 : DType::kF64};
+  CallOptions call;
+  call.codec_inter = options_.codec_inter;
+  call.codec_intra = options_.codec_intra;
+  absl::StatusOr<AverageOutcome> outcome = comm_->Average(buffer, weight, call);
+  if (outcome.ok()) meter_->Add(outcome->report);
+  return outcome;
+}
+
 void BroadcastFromRankZero(Communicator& comm, const std::vector<at::Tensor>& tensors) {
   for (const at::Tensor& t : tensors) {
     at::Tensor contiguous = t.detach().contiguous();

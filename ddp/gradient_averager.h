@@ -34,6 +34,10 @@ class GradientAverager {
   c10::intrusive_ptr<c10::ivalue::Future> Start(const at::Tensor& flat, size_t bucket,
                                                 ReduceOp op = ReduceOp::kAvg);
 
+  // One fault-tolerant averaging round over `flat` (float or double, dense, CPU), in place,
+  // weighted by `weight` (Communicator::Average), with the codecs per link class.
+  absl::StatusOr<AverageOutcome> AverageRound(const at::Tensor& flat, double weight);
+
   Communicator& communicator() { return *comm_; }
   std::shared_ptr<Communicator> shared_communicator() { return comm_; }
   Traffic traffic() const { return meter_->totals(); }

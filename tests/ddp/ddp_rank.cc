@@ -9,7 +9,11 @@
 //   collab    collaborative optimizer: steps once the group's samples reach the target, with the
 //             sample-weighted average (--delay: delayed parameter updates)
 //   mismatch  rank 1's model differs: every rank gets an error naming it, none hangs
+//   survive   fault-tolerant DDP helper: the last rank kills itself (SIGKILL) in step 5; the
+//             others' parameters equal one process on the union of the live ranks' batches
 #include <torch/torch.h>
+
+#include <signal.h>
 
 #include <cstdio>
 #include <string>
@@ -142,6 +146,56 @@ int RunDdp(std::shared_ptr<Communicator> comm) {
   EXPECT_OR_FAIL(diff < 2e-5, "parameters differ from the reference by %g", diff);
   EXPECT_OR_FAIL(ddp.traffic().calls == static_cast<uint64_t>(kSteps * ddp.bucket_count()),
                  "one average per bucket and step");
+  return 0;
+}
+
+// The fault-tolerant helper loses the last rank in the middle of training: it dies after its
+// backward of step kKillAt, before averaging. Every survivor must step with the average over the
+// live ranks' samples: before kKillAt all of them, from it on the survivors alone. Shards are by
+// stable id (ranks are renumbered when one is lost).
+int RunSurvive(std::shared_ptr<Communicator> comm) {
+  constexpr int kKillAt = 5;
+  const int world = comm->size();
+  const int victim = world - 1;
+  const int id = comm->id();
+  const Data d = MakeData(kSteps * world * kBatch);
+  auto model = MakeModel();
+  DistributedDataParallel ddp(comm, model->parameters(),
+                              {.bucket_bytes = 512, .fault_tolerant = true});
+  torch::optim::SGD sgd(model->parameters(), 0.2);
+  for (int s = 0; s < kSteps; ++s) {
+    const int64_t begin = (s * world + id) * kBatch;
+    sgd.zero_grad();
+    Loss(model, d.x.narrow(0, begin, kBatch), d.y.narrow(0, begin, kBatch)).backward();
+    if (id == victim && s == kKillAt) raise(SIGKILL);
+    ddp.FinishBackward(kBatch);
+    const int expected = s < kKillAt ? world : world - 1;
+    EXPECT_OR_FAIL(static_cast<int>(ddp.last_step().contributors.size()) == expected,
+                   "step %d averaged %zu ranks, expected %d", s,
+                   ddp.last_step().contributors.size(), expected);
+    EXPECT_OR_FAIL(ddp.last_step().total_weight == expected * kBatch,
+                   "step %d: total weight %g", s, ddp.last_step().total_weight);
+    sgd.step();
+  }
+  // The reference: one process on the union of the live ranks' batches of each step.
+  auto reference = MakeModel();
+  torch::optim::SGD ref_sgd(reference->parameters(), 0.2);
+  for (int s = 0; s < kSteps; ++s) {
+    const int live = s < kKillAt ? world : world - 1;  // The victim is the last shard.
+    ref_sgd.zero_grad();
+    Loss(reference, d.x.narrow(0, s * world * kBatch, live * kBatch),
+         d.y.narrow(0, s * world * kBatch, live * kBatch))
+        .backward();
+    ref_sgd.step();
+  }
+  std::vector<torch::Tensor> params, expected;
+  for (auto& p : model->parameters()) params.push_back(p.detach().clone());
+  for (auto& p : reference->parameters()) expected.push_back(p.detach().clone());
+  const double diff = MaxDifference(params, expected);
+  std::printf("rank %d: epoch %u, %zu ranks left, max |param - reference| = %.3g\n", id,
+              comm->epoch(), static_cast<size_t>(comm->size()), diff);
+  EXPECT_OR_FAIL(comm->size() == world - 1, "%d ranks left", comm->size());
+  EXPECT_OR_FAIL(diff < 2e-5, "parameters differ from the reference by %g", diff);
   return 0;
 }
 
@@ -341,6 +395,7 @@ int main(int argc, char** argv) {
       return hmc::ddp::RunCollaborative(comm, argc > 2 && std::string(argv[2]) == "--delay");
     }
     if (mode == "mismatch") return hmc::ddp::RunMismatch(comm);
+    if (mode == "survive") return hmc::ddp::RunSurvive(comm);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -3,8 +3,14 @@
 // without communication.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include "absl/strings/str_cat.h"
+#include "core/coordinator.h"
 #include "launcher/local_group.h"
+#include "launcher/process.h"
+#include "tests/testing/command.h"
 
 namespace hmc {
 namespace {
@@ -46,6 +52,40 @@ TEST(CollaborativeOptimizer, DelayedUpdatesKeepRanksEqual) {
 }
 
 TEST(Ddp, DifferentModelsAreRefusedOnEveryRank) { EXPECT_EQ(RunGroup(3, {"mismatch"}), 0); }
+
+// The fault-tolerant helper when a rank dies mid-training (ddp_rank.cc, "survive"): the others
+// go on and match a reference of the live ranks' batches. Started by hand, not as a local group,
+// which would stop everyone when the victim dies.
+TEST(Ddp, FaultTolerantHelperTrainsOnWithTheSurvivors) {
+  constexpr int kRanks = 3;
+  CoordinatorConfig config;
+  config.world_size = kRanks;
+  config.token = RandomToken();
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(config);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  Options options;
+  options.coordinator = (*coordinator)->address().ToString();
+  options.token = config.token;
+  options.world_size = kRanks;
+  options.probe = false;
+  options.timeout = absl::Seconds(60);
+  std::vector<Process> ranks;
+  std::vector<std::string> outputs;
+  for (int r = 0; r < kRanks; ++r) {
+    options.rank = r;
+    outputs.push_back(absl::StrCat(testing::TempDir(), "/ddp_survive", r, "_", getpid(), ".log"));
+    auto p = Process::Spawn({HMC_TEST_DDP_PATH, "survive"}, options.ToEnvironment(),
+                            {.output_path = outputs.back()});
+    ASSERT_TRUE(p.ok()) << p.status();
+    ranks.push_back(std::move(*p));
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    absl::StatusOr<int> code = ranks[r].Wait(absl::Now() + absl::Minutes(2));
+    ASSERT_TRUE(code.ok()) << "rank " << r << " hung:\n" << testing_util::ReadFile(outputs[r]);
+    EXPECT_EQ(*code, r == kRanks - 1 ? 128 + SIGKILL : 0)
+        << "rank " << r << ":\n" << testing_util::ReadFile(outputs[r]);
+  }
+}
 
 }  // namespace
 }  // namespace hmc
