@@ -12,8 +12,9 @@
 ABSL_FLAG(int, epochs, 2, "Epochs to train.");
 ABSL_FLAG(int, seed, 1, "Seed of the initial weights and the data order.");
 ABSL_FLAG(std::string, sync, "ddp",
-          "ddp (average every step), reducer (the same through c10d::Reducer and the hmc hook), "
-          "collab (collaborative optimizer) or local (no averaging: a baseline).");
+          "ddp (average every step), ddp-ft (the same, fault tolerant: a step that loses a rank "
+          "commits with the survivors), reducer (the same through c10d::Reducer and the hmc "
+          "hook), collab (collaborative optimizer) or local (no averaging: a baseline).");
 ABSL_FLAG(int, target_batch, 0,
           "collab: samples the group processes per optimizer step (0: four global batches).");
 ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");

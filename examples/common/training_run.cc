@@ -33,10 +33,10 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(const Settings& 
   }
   // libtorch defaults to one thread here; set it explicitly either way.
   torch::set_num_threads(threads);
-  if (settings.sync != "ddp" && settings.sync != "reducer" && settings.sync != "collab" &&
-      settings.sync != "local") {
+  if (settings.sync != "ddp" && settings.sync != "ddp-ft" && settings.sync != "reducer" &&
+      settings.sync != "collab" && settings.sync != "local") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--sync=", settings.sync, ": ddp, reducer, collab or local"));
+        absl::StrCat("--sync=", settings.sync, ": ddp, ddp-ft, reducer, collab or local"));
   }
   const char* coordinator = std::getenv("HMC_COORDINATOR");
   if (coordinator == nullptr || *coordinator == '\0') {
@@ -80,10 +80,12 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
   first_epoch_ = static_cast<int>(first_epoch);
   ddp::AveragingOptions averaging{.codec_inter = settings_.codec_inter,
                                   .codec_intra = settings_.codec_intra};
-  if (settings_.sync == "ddp") {
+  if (settings_.sync == "ddp" || settings_.sync == "ddp-ft") {
     ddp_ = std::make_unique<ddp::DistributedDataParallel>(
         comm_, model.parameters(),
-        ddp::DdpOptions{.bucket_bytes = settings_.bucket_bytes, .averaging = averaging});
+        ddp::DdpOptions{.bucket_bytes = settings_.bucket_bytes,
+                        .averaging = averaging,
+                        .fault_tolerant = settings_.sync == "ddp-ft"});
   } else if (settings_.sync == "reducer") {
     ddp::HmcReducer made =
         ddp::MakeReducer(comm_, model.parameters(), settings_.bucket_bytes, averaging);
@@ -104,7 +106,19 @@ bool TrainingRun::Step(int64_t samples) {
     stepped = collab_->Step(samples);
   } else {
     // The reducer already averaged during backward.
-    if (ddp_ != nullptr) ddp_->FinishBackward();
+    if (ddp_ != nullptr) {
+      try {
+        ddp_->FinishBackward(static_cast<double>(samples));
+      } catch (const c10::Error& e) {
+        // Fault tolerant: a step whose averaging failed on every survivor is skipped by all.
+        if (settings_.sync != "ddp-ft" ||
+            std::string(e.what()).find("membership changed") == std::string::npos) {
+          throw;
+        }
+        std::fprintf(stderr, "rank %d: step skipped: %s\n", comm_->id(), e.what());
+        return false;
+      }
+    }
     optimizer_->step();
   }
   if (stepped) ++steps_;
