@@ -76,7 +76,8 @@ void DistributedDataParallel::OnGradient(size_t parameter, const at::Tensor& gra
 }
 
 void DistributedDataParallel::StartReadyBuckets() {
-  while (!options_.fault_tolerant && next_to_start_ < buckets_.size() && buckets_[next_to_start_].pending == 0) {
+  while (!options_.fault_tolerant && next_to_start_ < buckets_.size() &&
+         buckets_[next_to_start_].pending == 0) {
     Bucket& b = buckets_[next_to_start_];
     b.future = averager_.Start(b.flat, next_to_start_);
     ++next_to_start_;

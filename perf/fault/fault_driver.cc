@@ -14,7 +14,9 @@
 #include "absl/time/clock.h"
 #include "perf/fault/fault_trial.h"
 
-ABSL_FLAG(std::string, faults, "kill,stop", "Fault types, comma-separated (none, kill, stop).");
+ABSL_FLAG(std::string, faults, "kill,stop,coordinator",
+          "Fault types, comma-separated (none, kill, stop, coordinator; cut needs namespaces: "
+          "tests/fault/link_cut_test.cc).");
 ABSL_FLAG(int, trials, 10, "Trials per fault type.");
 ABSL_FLAG(int, ranks, 4, "Ranks per trial.");
 ABSL_FLAG(int, rounds, 20, "Averaging rounds per trial.");

@@ -68,16 +68,19 @@ const char* FaultName(FaultKind kind) {
       return "stop";
     case FaultKind::kCut:
       return "cut";
+    case FaultKind::kCoordinator:
+      return "coordinator";
   }
   return "unknown";
 }
 
 absl::StatusOr<FaultKind> ParseFault(const std::string& name) {
-  for (FaultKind kind : {FaultKind::kNone, FaultKind::kKill, FaultKind::kStop, FaultKind::kCut}) {
+  for (FaultKind kind : {FaultKind::kNone, FaultKind::kKill, FaultKind::kStop, FaultKind::kCut,
+                         FaultKind::kCoordinator}) {
     if (name == FaultName(kind)) return kind;
   }
   return absl::InvalidArgumentError(
-      absl::StrFormat("unknown fault '%s' (none, kill, stop, cut)", name));
+      absl::StrFormat("unknown fault '%s' (none, kill, stop, cut, coordinator)", name));
 }
 
 absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
@@ -89,7 +92,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   std::vector<int> victims;  // Ranks the fault hits, which need not finish.
   if (spec.fault == FaultKind::kCut) {
     victims = spec.cut_off;
-  } else if (spec.fault != FaultKind::kNone) {
+  } else if (spec.fault != FaultKind::kNone && spec.fault != FaultKind::kCoordinator) {
     victims.push_back(spec.victim >= 0 ? spec.victim : static_cast<int>(random() % spec.ranks));
   }
   result.victim = victims.empty() ? -1 : victims.front();
@@ -136,7 +139,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   const absl::Time limit = absl::Now() + spec.limit;
   // The fault lands at a random moment after every rank committed two rounds.
   int64_t fault_ms = 0;
-  if (result.victim >= 0) {
+  if (spec.fault != FaultKind::kNone) {
     auto all_running = [&] {
       for (const std::string& output : outputs) {
         if (HighestRound(ReadAll(output)) < 1) return false;
@@ -148,6 +151,8 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     fault_ms = absl::ToUnixMillis(absl::Now());
     if (spec.fault == FaultKind::kCut) {
       spec.cut();
+    } else if (spec.fault == FaultKind::kCoordinator) {
+      coordinator->reset();  // Its connections close: every rank loses it at once.
     } else {
       ranks[result.victim].Signal(spec.fault == FaultKind::kKill ? SIGKILL : SIGSTOP);
     }
@@ -219,7 +224,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     }
     if (!consistent) ++result.inconsistent;
   }
-  if (result.victim >= 0) {
+  if (fault_ms > 0) {
     // The slowest survivor's first commit after the fault.
     absl::Duration slowest = absl::ZeroDuration();
     for (int s : survivors) {

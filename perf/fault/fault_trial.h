@@ -19,6 +19,7 @@ enum class FaultKind {
   kKill,  // SIGKILL: a crashed or preempted machine.
   kStop,  // SIGSTOP, then SIGCONT after `stop_for`: a machine that hangs (or is paused) a while.
   kCut,   // TrialSpec::cut: the links of `cut_off` ranks stop carrying anything, silently.
+  kCoordinator,  // The coordinator goes away: every rank must go on with the membership it has.
 };
 const char* FaultName(FaultKind kind);
 absl::StatusOr<FaultKind> ParseFault(const std::string& name);

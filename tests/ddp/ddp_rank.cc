@@ -11,9 +11,8 @@
 //   mismatch  rank 1's model differs: every rank gets an error naming it, none hangs
 //   survive   fault-tolerant DDP helper: the last rank kills itself (SIGKILL) in step 5; the
 //             others' parameters equal one process on the union of the live ranks' batches
-#include <torch/torch.h>
-
 #include <signal.h>
+#include <torch/torch.h>
 
 #include <cstdio>
 #include <string>
@@ -173,8 +172,8 @@ int RunSurvive(std::shared_ptr<Communicator> comm) {
     EXPECT_OR_FAIL(static_cast<int>(ddp.last_step().contributors.size()) == expected,
                    "step %d averaged %zu ranks, expected %d", s,
                    ddp.last_step().contributors.size(), expected);
-    EXPECT_OR_FAIL(ddp.last_step().total_weight == expected * kBatch,
-                   "step %d: total weight %g", s, ddp.last_step().total_weight);
+    EXPECT_OR_FAIL(ddp.last_step().total_weight == expected * kBatch, "step %d: total weight %g", s,
+                   ddp.last_step().total_weight);
     sgd.step();
   }
   // The reference: one process on the union of the live ranks' batches of each step.

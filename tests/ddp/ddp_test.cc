@@ -2,7 +2,6 @@
 // (ddp_rank.cc) with a coordinator; the ranks check their results against references computed
 // without communication.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -82,8 +81,8 @@ TEST(Ddp, FaultTolerantHelperTrainsOnWithTheSurvivors) {
   for (int r = 0; r < kRanks; ++r) {
     absl::StatusOr<int> code = ranks[r].Wait(absl::Now() + absl::Minutes(2));
     ASSERT_TRUE(code.ok()) << "rank " << r << " hung:\n" << testing_util::ReadFile(outputs[r]);
-    EXPECT_EQ(*code, r == kRanks - 1 ? 128 + SIGKILL : 0)
-        << "rank " << r << ":\n" << testing_util::ReadFile(outputs[r]);
+    EXPECT_EQ(*code, r == kRanks - 1 ? 128 + SIGKILL : 0) << "rank " << r << ":\n"
+                                                          << testing_util::ReadFile(outputs[r]);
   }
 }
 

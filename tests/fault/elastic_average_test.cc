@@ -60,5 +60,11 @@ TEST_P(StoppedRank, SurvivorsGoOnAndTheRankIsRemoved) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, StoppedRank, testing::Values(21, 22));
 
+// Collectives never go through the coordinator: when it dies, every rank keeps averaging with
+// the membership it has.
+TEST(ElasticAverage, LosingTheCoordinatorStopsNoRank) {
+  ExpectClean(Spec(FaultKind::kCoordinator, 31));
+}
+
 }  // namespace
 }  // namespace hmc::fault
