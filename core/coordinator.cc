@@ -336,6 +336,11 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
         absl::StrFormat("world size mismatch: coordinator has %d ranks, the peer expects %d",
                         config_.world_size, join->world_size));
   }
+  if (join->epoch > 0) return HandleRejoin(c, *join);
+  if (recovering_) {
+    return absl::UnavailableError(
+        "this coordinator is rebuilding a running group from its ranks; try again later");
+  }
   int rank = join->rank;
   {
     MutexLock lock(&mu_);
@@ -359,13 +364,7 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
     }
     table_.peers[rank] = PeerEntry{rank, join->address, join->zone, join->hostname, true, ""};
   }
-  rank_fd_[rank] = c.fd.get();
-  c.rank = rank;
-  c.heartbeat_timeout = HeartbeatTimeout(config_.heartbeat_timeout, absl::Now() - c.challenged);
-  ++joined_;
-  Welcome welcome{rank, config_.world_size,
-                  ComputeProof(config_.token, kWelcomeLabel, {join->nonce, c.nonce})};
-  Send(c, FrameType::kWelcome, welcome.Serialize());
+  Admit(c, rank, *join);
   Logf("coordinator", "rank %d joined from %s (zone %s, transport %s), %d of %d", rank, c.peer,
        join->zone, join->address, joined_, config_.world_size);
   if (joined_ == config_.world_size) {
@@ -376,6 +375,77 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
     PublishTable();
   }
   return absl::OkStatus();
+}
+
+void Coordinator::Admit(Connection& c, int rank, const JoinRequest& join) {
+  rank_fd_[rank] = c.fd.get();
+  c.rank = rank;
+  c.heartbeat_timeout = HeartbeatTimeout(config_.heartbeat_timeout, absl::Now() - c.challenged);
+  ++joined_;
+  Welcome welcome{rank, config_.world_size,
+                  ComputeProof(config_.token, kWelcomeLabel, {join.nonce, c.nonce})};
+  Send(c, FrameType::kWelcome, welcome.Serialize());
+}
+
+absl::Status Coordinator::HandleRejoin(Connection& c, const JoinRequest& join) {
+  const int rank = join.rank;
+  if (rank < 0 || rank >= config_.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d is outside a world of %d ranks", rank, config_.world_size));
+  }
+  {
+    MutexLock lock(&mu_);
+    if (table_.epoch > 0 || rank_fd_[rank] >= 0) {
+      // This coordinator has run the group all along: whoever lost it was declared failed.
+      return absl::FailedPreconditionError(
+          table_.epoch > 0 ? absl::StrFormat("rank %d was removed from the group at epoch %d (%s)",
+                                             rank, table_.epoch, table_.peers[rank].failure)
+                           : absl::StrFormat("rank %d is connected already", rank));
+    }
+    table_.peers[rank] = PeerEntry{rank, join.address, join.zone, join.hostname, true, ""};
+  }
+  Admit(c, rank, join);
+  // The newest epoch any returning rank knows decides who the group is.
+  if (!recovering_ || join.epoch > recovery_epoch_) {
+    recovering_ = true;
+    recovery_epoch_ = join.epoch;
+    recovery_members_.assign(join.members.begin(), join.members.end());
+    recovery_deadline_ =
+        absl::Now() + HeartbeatTimeout(config_.heartbeat_timeout, absl::Seconds(1));
+  }
+  Logf("coordinator", "rank %d came back from %s at epoch %d (%d ranks back)", rank, c.peer,
+       join.epoch, joined_);
+  FinishRecovery(/*deadline_passed=*/false);
+  return absl::OkStatus();
+}
+
+void Coordinator::FinishRecovery(bool deadline_passed) {
+  if (!recovering_) return;
+  std::vector<int> missing;
+  for (int id : recovery_members_) {
+    if (id >= 0 && id < config_.world_size && rank_fd_[id] < 0) missing.push_back(id);
+  }
+  if (!missing.empty() && !deadline_passed) return;
+  recovering_ = false;
+  {
+    MutexLock lock(&mu_);
+    table_.epoch = recovery_epoch_ + (missing.empty() ? 0 : 1);
+    for (PeerEntry& p : table_.peers) {
+      const bool member = std::find(recovery_members_.begin(), recovery_members_.end(), p.rank) !=
+                          recovery_members_.end();
+      if (!member) {
+        p.alive = false;
+        p.failure = absl::StrFormat("not a member at epoch %d", recovery_epoch_);
+      } else if (rank_fd_[p.rank] < 0) {
+        p.alive = false;
+        p.failure = "did not come back to the restarted coordinator";
+      }
+      if (!p.alive) ++departed_;
+    }
+  }
+  Logf("coordinator", "rebuilt the group at epoch %d: %d ranks came back, %d did not",
+       table().epoch, joined_, missing.size());
+  PublishTable();
 }
 
 void Coordinator::PublishTable() {
@@ -465,6 +535,7 @@ void Coordinator::CheckTimers() {
           fd, absl::StrFormat("no heartbeat for %s", absl::FormatDuration(now - c->last_seen)));
     }
   }
+  if (recovering_ && now > recovery_deadline_) FinishRecovery(/*deadline_passed=*/true);
   for (auto& [fd, reason] : expired) {
     if (reason == "handshake timed out") {
       MutexLock lock(&mu_);

@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/coordinator_protocol.h"
 #include "core/frame_io.h"
 #include "core/mutex.h"
 #include "core/peer_table.h"
@@ -61,6 +62,13 @@ class Coordinator {
   void Send(Connection& c, FrameType type, const std::vector<uint8_t>& payload);
   absl::Status Handle(Connection& c, const Frame& frame);
   absl::Status HandleJoin(Connection& c, const Frame& frame);
+  // A rank of a running group coming back to this (restarted) coordinator.
+  absl::Status HandleRejoin(Connection& c, const JoinRequest& join);
+  // Gives `rank` to connection `c` and welcomes it.
+  void Admit(Connection& c, int rank, const JoinRequest& join);
+  // Rebuilding: once every member of the newest epoch a returning rank named is back, or at the
+  // deadline, publishes the group (the next epoch without those who did not come back).
+  void FinishRecovery(bool deadline_passed);
   void Reject(Connection& c, const std::string& reason);
   void Drop(int fd, const std::string& reason);
   // Declares `rank` failed and publishes the next epoch, unless it is not alive or `epoch` (the
@@ -84,6 +92,11 @@ class Coordinator {
   std::vector<int> rank_fd_;  // Connection of each joined rank, -1 when none.
   int joined_ = 0;
   int departed_ = 0;  // Ranks that left or failed after the world was complete.
+  // A restarted coordinator rebuilding a running group (HandleRejoin).
+  bool recovering_ = false;
+  uint32_t recovery_epoch_ = 0;
+  std::vector<int> recovery_members_;
+  absl::Time recovery_deadline_;
 
   mutable Mutex mu_;
   PeerTable table_ ABSL_GUARDED_BY(mu_);

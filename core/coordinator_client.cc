@@ -22,16 +22,14 @@ CoordinatorClient::CoordinatorClient(const Options& options, UniqueFd fd, Socket
       coordinator_(options.coordinator),
       server_nonce_(std::move(nonce)) {}
 
-absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
-    const Options& options) {
-  if (options.coordinator.empty()) {
-    return absl::InvalidArgumentError(
-        "no coordinator address (set HMC_COORDINATOR or --coordinator)");
-  }
-  absl::StatusOr<SocketAddress> address = SocketAddress::Parse(options.coordinator);
+namespace {
+
+// Connects to the coordinator (retrying refused connections: it may still be starting, or be
+// restarting) and reads its challenge. Returns the connection and the challenge's nonce.
+absl::StatusOr<std::pair<UniqueFd, std::string>> Dial(const std::string& coordinator,
+                                                      absl::Time deadline) {
+  absl::StatusOr<SocketAddress> address = SocketAddress::Parse(coordinator);
   if (!address.ok()) return address.status();
-  const absl::Time deadline = absl::Now() + options.connect_timeout;
-  // The coordinator may still be starting: retry refused connections until the deadline.
   absl::StatusOr<UniqueFd> fd;
   absl::Duration backoff = absl::Milliseconds(10);
   for (int attempt = 0;; ++attempt) {
@@ -42,42 +40,71 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
   }
   if (!fd.ok()) {
     return absl::UnavailableError(
-        absl::StrFormat("coordinator %s: %s", options.coordinator, fd.status().message()));
+        absl::StrFormat("coordinator %s: %s", coordinator, fd.status().message()));
   }
-  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(fd->get());
-  if (!local.ok()) return local.status();
   absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
   if (!challenge.ok() || challenge->header.type != FrameType::kChallenge) {
     return absl::UnavailableError(
-        absl::StrFormat("coordinator %s: no valid challenge: %s", options.coordinator,
+        absl::StrFormat("coordinator %s: no valid challenge: %s", coordinator,
                         challenge.ok() ? std::string(FrameTypeName(challenge->header.type))
                                        : std::string(challenge.status().message())));
   }
   absl::StatusOr<std::string> nonce = ParseString(challenge->payload);
   if (!nonce.ok()) return nonce.status();
+  return std::make_pair(std::move(*fd), *nonce);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
+    const Options& options) {
+  if (options.coordinator.empty()) {
+    return absl::InvalidArgumentError(
+        "no coordinator address (set HMC_COORDINATOR or --coordinator)");
+  }
+  absl::StatusOr<std::pair<UniqueFd, std::string>> dialed =
+      Dial(options.coordinator, absl::Now() + options.connect_timeout);
+  if (!dialed.ok()) return dialed.status();
+  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(dialed->first.get());
+  if (!local.ok()) return local.status();
   return std::unique_ptr<CoordinatorClient>(
-      new CoordinatorClient(options, std::move(*fd), *local, *nonce));
+      new CoordinatorClient(options, std::move(dialed->first), *local, dialed->second));
 }
 
 absl::Status CoordinatorClient::Join(const std::string& transport_address, absl::Time deadline) {
+  transport_address_ = transport_address;
+  absl::StatusOr<Welcome> welcome = Handshake(fd_.get(), server_nonce_, 0, {}, deadline);
+  if (!welcome.ok()) return welcome.status();
+  rank_ = welcome->rank;
+  world_size_ = welcome->world_size;
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Welcome> CoordinatorClient::Handshake(int fd, const std::string& server_nonce,
+                                                     uint32_t epoch,
+                                                     const std::vector<int32_t>& members,
+                                                     absl::Time deadline) {
   char host[256] = {};
   gethostname(host, sizeof(host) - 1);
   JoinRequest join;
   join.world_id = options_.world_id;
-  join.rank = static_cast<int32_t>(options_.rank);
+  join.rank = epoch > 0 ? rank_ : static_cast<int32_t>(options_.rank);
   join.world_size = static_cast<int32_t>(options_.world_size);
-  join.address = transport_address;
+  join.address = transport_address_;
   join.zone = options_.zone;
   join.hostname = host;
   join.nonce = RandomNonce();
   join.proof = ComputeProof(options_.token, kJoinLabel,
-                            {join.world_id, server_nonce_, join.nonce, absl::StrCat(join.rank)});
-  if (absl::Status s = WriteControlFrame(fd_.get(), FrameType::kJoin, join.Serialize(), deadline);
+                            {join.world_id, server_nonce, join.nonce, absl::StrCat(join.rank)});
+  join.epoch = epoch;
+  join.members = members;
+  if (absl::Status s = WriteControlFrame(fd, FrameType::kJoin, join.Serialize(), deadline);
       !s.ok()) {
     return absl::UnavailableError(
         absl::StrFormat("coordinator %s: sending join: %s", coordinator_, s.message()));
   }
-  absl::StatusOr<Frame> reply = ReadControlFrame(fd_.get(), deadline);
+  absl::StatusOr<Frame> reply = ReadControlFrame(fd, deadline);
   if (!reply.ok()) {
     return absl::UnavailableError(absl::StrFormat("coordinator %s: no answer to join: %s",
                                                   coordinator_, reply.status().message()));
@@ -95,15 +122,52 @@ absl::Status CoordinatorClient::Join(const std::string& transport_address, absl:
   absl::StatusOr<Welcome> welcome = Welcome::Parse(reply->payload);
   if (!welcome.ok()) return welcome.status();
   if (!ProofsEqual(welcome->proof,
-                   ComputeProof(options_.token, kWelcomeLabel, {join.nonce, server_nonce_}))) {
+                   ComputeProof(options_.token, kWelcomeLabel, {join.nonce, server_nonce}))) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "coordinator %s failed to prove the token: wrong token or not an hmc coordinator",
         coordinator_));
   }
-  rank_ = welcome->rank;
-  world_size_ = welcome->world_size;
-  thread_ = std::thread([this] { Run(); });
-  return absl::OkStatus();
+  return welcome;
+}
+
+absl::Status CoordinatorClient::Reconnect() {
+  const absl::Time give_up = absl::Now() + options_.connect_timeout;
+  uint32_t epoch = 0;
+  std::vector<int32_t> members;
+  {
+    MutexLock lock(&mu_);
+    if (table_.has_value()) {
+      epoch = table_->epoch;
+      for (const PeerEntry& p : table_->peers) {
+        if (p.alive) members.push_back(p.rank);
+      }
+    }
+  }
+  if (epoch == 0) return absl::UnavailableError("lost before the group was complete");
+  absl::Status last = absl::DeadlineExceededError("no time left to reconnect");
+  while (absl::Now() < give_up) {
+    {
+      MutexLock lock(&mu_);
+      if (stopping_ || left_) return absl::CancelledError("stopping");
+    }
+    absl::StatusOr<std::pair<UniqueFd, std::string>> dialed =
+        Dial(coordinator_, std::min(give_up, absl::Now() + absl::Seconds(2)));
+    if (!dialed.ok()) {
+      last = dialed.status();
+      continue;  // Dial itself backs off while the address refuses.
+    }
+    absl::StatusOr<Welcome> welcome = Handshake(dialed->first.get(), dialed->second, epoch, members,
+                                                absl::Now() + absl::Seconds(10));
+    if (!welcome.ok()) return welcome.status();  // Refused: this rank is no longer a member.
+    {
+      MutexLock lock(&write_mu_);
+      fd_ = std::move(dialed->first);
+    }
+    server_nonce_ = dialed->second;
+    Logf("client", "rank %d: back with the coordinator %s at epoch %d", rank_, coordinator_, epoch);
+    return absl::OkStatus();
+  }
+  return last;
 }
 
 CoordinatorClient::~CoordinatorClient() {
@@ -164,9 +228,7 @@ void CoordinatorClient::Run() {
         if (absl::Status s =
                 Write(FrameType::kHeartbeat, {},
                       now + HeartbeatTimeout(options_.heartbeat_timeout, absl::ZeroDuration()));
-            !s.ok()) {
-          Shutdown(absl::UnavailableError(
-              absl::StrFormat("lost the coordinator %s: %s", coordinator_, s.message())));
+            !s.ok() && !ComeBack(s.message(), parser)) {
           return;
         }
       }
@@ -179,9 +241,8 @@ void CoordinatorClient::Run() {
     const ssize_t n = recv(fd_.get(), buffer, sizeof(buffer), 0);
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
     if (n <= 0) {
-      Shutdown(absl::UnavailableError(
-          absl::StrFormat("lost the coordinator %s: connection closed", coordinator_)));
-      return;
+      if (!ComeBack("connection closed", parser)) return;
+      continue;
     }
     parser.Feed(std::span<const uint8_t>(buffer, static_cast<size_t>(n)));
     for (;;) {
@@ -224,6 +285,18 @@ void CoordinatorClient::Run() {
       }
     }
   }
+}
+
+bool CoordinatorClient::ComeBack(absl::string_view cause, FrameParser& parser) {
+  Logf("client", "rank %d: lost the coordinator %s (%s); reconnecting", rank_, coordinator_, cause);
+  absl::Status back = Reconnect();
+  if (back.ok()) {
+    parser = FrameParser();
+    return true;
+  }
+  Shutdown(absl::UnavailableError(
+      absl::StrFormat("lost the coordinator %s: %s; %s", coordinator_, cause, back.message())));
+  return false;
 }
 
 absl::StatusOr<PeerTable> CoordinatorClient::WaitForPeers(absl::Time deadline) {

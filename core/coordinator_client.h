@@ -7,11 +7,15 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/coordinator_protocol.h"
 #include "core/frame.h"
+#include "core/frame_io.h"
 #include "core/mutex.h"
 #include "core/options.h"
 #include "core/peer_table.h"
@@ -68,12 +72,21 @@ class CoordinatorClient {
   absl::StatusOr<std::string> AwaitAnswer(uint64_t request, const std::string& key,
                                           absl::Time deadline);
   void Shutdown(const absl::Status& why);
+  // The join handshake on `fd`: a first join (epoch 0) or a return to a restarted coordinator.
+  absl::StatusOr<Welcome> Handshake(int fd, const std::string& server_nonce, uint32_t epoch,
+                                    const std::vector<int32_t>& members, absl::Time deadline);
+  // Dials the coordinator again and rejoins at the current epoch, for up to connect_timeout
+  // (a restarted coordinator rebuilds the group from the ranks that come back).
+  absl::Status Reconnect();
+  // After the connection broke (`cause`): Reconnect, or shut down; false when shut down.
+  bool ComeBack(absl::string_view cause, FrameParser& parser);
 
   const Options options_;
   UniqueFd fd_;
   SocketAddress local_;
   std::string coordinator_;
   std::string server_nonce_;
+  std::string transport_address_;
   int rank_ = -1;
   int world_size_ = 0;
   std::thread thread_;

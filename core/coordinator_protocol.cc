@@ -3,6 +3,11 @@
 #include "core/wire.h"
 
 namespace hmc {
+namespace {
+
+constexpr uint32_t kMaxRejoinMembers = 1 << 16;
+
+}  // namespace
 
 std::vector<uint8_t> JoinRequest::Serialize() const {
   WireWriter w;
@@ -14,6 +19,9 @@ std::vector<uint8_t> JoinRequest::Serialize() const {
   w.PutString(hostname);
   w.PutString(nonce);
   w.PutString(proof);
+  w.Put<uint32_t>(epoch);
+  w.Put<uint32_t>(static_cast<uint32_t>(members.size()));
+  for (int32_t id : members) w.Put<int32_t>(id);
   return w.bytes();
 }
 
@@ -28,6 +36,10 @@ absl::StatusOr<JoinRequest> JoinRequest::Parse(std::span<const uint8_t> bytes) {
   j.hostname = r.GetString();
   j.nonce = r.GetString();
   j.proof = r.GetString();
+  j.epoch = r.Get<uint32_t>();
+  const uint32_t members = r.Get<uint32_t>();
+  if (members > kMaxRejoinMembers) return absl::DataLossError("malformed join request");
+  for (uint32_t i = 0; i < members; ++i) j.members.push_back(r.Get<int32_t>());
   if (!r.done()) return absl::DataLossError("malformed join request");
   return j;
 }

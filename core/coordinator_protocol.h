@@ -13,7 +13,7 @@ namespace hmc {
 
 // Payloads of the coordinator protocol, shared by the service and its client.
 //   server: Challenge{nonce}
-//   client: Join{world, rank, size, address, zone, host, nonce, proof}
+//   client: Join{world, rank, size, address, zone, host, nonce, proof, epoch, members}
 //   server: Welcome{rank, size, proof} | Error{message}
 //   then the client sends KvPut / KvGet / Heartbeat / Leave and the server KvValue / PeerTable.
 inline constexpr char kJoinLabel[] = "hmc-join";
@@ -33,6 +33,10 @@ struct JoinRequest {
   std::string hostname;
   std::string nonce;
   std::string proof;
+  // A rank of a running group coming back to a restarted coordinator: the epoch it is in and
+  // that epoch's members (stable ids). 0 and empty for a first join.
+  uint32_t epoch = 0;
+  std::vector<int32_t> members;
 
   std::vector<uint8_t> Serialize() const;
   static absl::StatusOr<JoinRequest> Parse(std::span<const uint8_t> bytes);

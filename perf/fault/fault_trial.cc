@@ -70,17 +70,19 @@ const char* FaultName(FaultKind kind) {
       return "cut";
     case FaultKind::kCoordinator:
       return "coordinator";
+    case FaultKind::kCoordinatorRestart:
+      return "coordinator-restart";
   }
   return "unknown";
 }
 
 absl::StatusOr<FaultKind> ParseFault(const std::string& name) {
   for (FaultKind kind : {FaultKind::kNone, FaultKind::kKill, FaultKind::kStop, FaultKind::kCut,
-                         FaultKind::kCoordinator}) {
+                         FaultKind::kCoordinator, FaultKind::kCoordinatorRestart}) {
     if (name == FaultName(kind)) return kind;
   }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("unknown fault '%s' (none, kill, stop, cut, coordinator)", name));
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "unknown fault '%s' (none, kill, stop, cut, coordinator, coordinator-restart)", name));
 }
 
 absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
@@ -92,7 +94,8 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   std::vector<int> victims;  // Ranks the fault hits, which need not finish.
   if (spec.fault == FaultKind::kCut) {
     victims = spec.cut_off;
-  } else if (spec.fault != FaultKind::kNone && spec.fault != FaultKind::kCoordinator) {
+  } else if (spec.fault == FaultKind::kKill || spec.fault == FaultKind::kStop ||
+             spec.fault == FaultKind::kCoordinatorRestart) {
     victims.push_back(spec.victim >= 0 ? spec.victim : static_cast<int>(random() % spec.ranks));
   }
   result.victim = victims.empty() ? -1 : victims.front();
@@ -149,12 +152,34 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     while (!all_running() && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(10));
     absl::SleepFor(absl::Milliseconds(random() % (3 * absl::ToInt64Milliseconds(spec.pause) + 1)));
     fault_ms = absl::ToUnixMillis(absl::Now());
+    // A fault after the last round proves nothing: the trial must fail rather than pass.
+    auto still_running = [&](int r) {
+      int code;
+      if (!ranks[r].Poll(&code)) return true;
+      result.problems.push_back(absl::StrFormat("rank %d had finished before the fault", r));
+      ++result.inconsistent;
+      return false;
+    };
     if (spec.fault == FaultKind::kCut) {
       spec.cut();
     } else if (spec.fault == FaultKind::kCoordinator) {
       coordinator->reset();  // Its connections close: every rank loses it at once.
+    } else if (spec.fault == FaultKind::kCoordinatorRestart) {
+      config.bind = (*coordinator)->address().ToString();
+      coordinator->reset();
+      absl::SleepFor(absl::Milliseconds(random() % 500));
+      coordinator = spec.coordinator_netns.empty()
+                        ? Coordinator::Start(config)
+                        : StartCoordinatorInNamespace(spec.coordinator_netns, config);
+      if (!coordinator.ok()) return coordinator.status();
+      while ((*coordinator)->table().epoch == 0 && absl::Now() < limit) {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+      if (still_running(result.victim)) ranks[result.victim].Signal(SIGKILL);
     } else {
-      ranks[result.victim].Signal(spec.fault == FaultKind::kKill ? SIGKILL : SIGSTOP);
+      if (still_running(result.victim)) {
+        ranks[result.victim].Signal(spec.fault == FaultKind::kKill ? SIGKILL : SIGSTOP);
+      }
     }
     if (spec.fault == FaultKind::kStop) {
       absl::SleepFor(spec.stop_for);

@@ -20,6 +20,9 @@ enum class FaultKind {
   kStop,  // SIGSTOP, then SIGCONT after `stop_for`: a machine that hangs (or is paused) a while.
   kCut,   // TrialSpec::cut: the links of `cut_off` ranks stop carrying anything, silently.
   kCoordinator,  // The coordinator goes away: every rank must go on with the membership it has.
+  // The coordinator goes away and is restarted at the same address; once it has rebuilt the group
+  // from the ranks that came back, a random rank is killed, which the new coordinator handles.
+  kCoordinatorRestart,
 };
 const char* FaultName(FaultKind kind);
 absl::StatusOr<FaultKind> ParseFault(const std::string& name);

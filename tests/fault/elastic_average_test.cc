@@ -66,5 +66,13 @@ TEST(ElasticAverage, LosingTheCoordinatorStopsNoRank) {
   ExpectClean(Spec(FaultKind::kCoordinator, 31));
 }
 
+// A coordinator restarted at the same address rebuilds the group from the ranks that come back,
+// and then handles the next failure (a rank killed once it has).
+TEST(ElasticAverage, RestartedCoordinatorRebuildsTheGroupAndHandlesTheNextFailure) {
+  TrialSpec spec = Spec(FaultKind::kCoordinatorRestart, 41);
+  spec.rounds = 60;  // Still averaging after the restart and the rebuild.
+  ExpectClean(spec);
+}
+
 }  // namespace
 }  // namespace hmc::fault
