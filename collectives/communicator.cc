@@ -377,11 +377,7 @@ std::shared_ptr<Work> Communicator::LaunchAllReduce(std::shared_ptr<const Group>
   // An algorithm the rules chose for a large message is tried against the others (plan_trials.h).
   std::string trial_class;
   PlanTrials::Step step;
-  std::shared_ptr<PlanTrials> trials;
-  {
-    MutexLock lock(&mu_);
-    trials = trials_;
-  }
+  const std::shared_ptr<PlanTrials> trials = g->trials;
   if (planned.ok() && options_.explore && g->size() > 1 && !planned->algorithm_forced &&
       planned->algorithm != "halving_doubling") {
     trial_class =
@@ -555,6 +551,12 @@ std::shared_ptr<Work> Communicator::PointToPoint(const Buffer& buffer, int peer,
   uint32_t count;
   {
     MutexLock lock(&mu_);
+    if (group_->epoch != g->epoch) {  // The counts belong to the new epoch now.
+      work->Complete(MembershipChangedError(g->epoch, group_->epoch,
+                                            "the call was made in an epoch that ended"),
+                     report);
+      return work;
+    }
     std::vector<uint32_t>& counts = send ? sends_to_ : receives_from_;
     if (counts.empty()) counts.assign(world_size_, 0);
     count = counts[g->ids[peer]]++;

@@ -21,7 +21,6 @@
 #include "collectives/egress.h"
 #include "collectives/group.h"
 #include "collectives/link_probe.h"
-#include "collectives/plan_trials.h"
 #include "collectives/scratch_pool.h"
 #include "collectives/stream_probe.h"
 #include "collectives/tuner.h"
@@ -229,8 +228,6 @@ class Communicator {
   std::vector<std::pair<int, std::string>> failures_to_report_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool coordinator_lost_ ABSL_GUARDED_BY(mu_) = false;
-  // Trials start afresh in each epoch, on every member alike.
-  std::shared_ptr<PlanTrials> trials_ ABSL_GUARDED_BY(mu_) = std::make_shared<PlanTrials>();
   uint32_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;      // Within the epoch; 0 is reconciliation's.
   std::vector<uint32_t> sends_to_ ABSL_GUARDED_BY(mu_);  // Point-to-point counts per peer.
   std::vector<uint32_t> receives_from_ ABSL_GUARDED_BY(mu_);

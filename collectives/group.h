@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectives/link_probe.h"
+#include "collectives/plan_trials.h"
 #include "core/peer_table.h"
 #include "transports/transport.h"
 
@@ -25,6 +26,9 @@ struct Group {
   std::vector<int> zone_of;  // Each member's zone as a small integer, by first appearance.
   // Round trips and rates between members, by dense rank; unmeasured (size 0) without a probe.
   std::shared_ptr<const LinkMatrix> links = std::make_shared<const LinkMatrix>();
+  // The all-reduce trials of this epoch (plan_trials.h): every member starts them afresh in each
+  // epoch, and a call made in an epoch that ended consumes that epoch's, not the next one's.
+  std::shared_ptr<PlanTrials> trials = std::make_shared<PlanTrials>();
 
   int size() const { return static_cast<int>(ids.size()); }
   int id() const { return ids[rank]; }

@@ -150,7 +150,6 @@ void Communicator::Adopt() {
     next_sequence_ = 1;
     sends_to_.clear();
     receives_from_.clear();
-    trials_ = std::make_shared<PlanTrials>();
   }
   Reconcile(g);
   Logf("comm", "rank %d: epoch %d adopted: %d ranks (%s), reconciled in %s", id_, g->epoch,
