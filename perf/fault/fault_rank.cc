@@ -4,6 +4,7 @@
 //
 // Exit codes: 0 every round committed; 3 an error that is not a membership change; 4 this rank
 // was removed from the group (it was stopped or cut off for longer than the heartbeat timeout).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -20,6 +21,51 @@ ABSL_FLAG(int, rounds, 30, "Rounds to commit.");
 ABSL_FLAG(int64_t, count, 1 << 18, "Floats per vector.");
 ABSL_FLAG(absl::Duration, pause, absl::Milliseconds(20), "Pause between rounds (the step's work).");
 ABSL_FLAG(int, max_retries, 50, "Membership changes one round may see before the rank gives up.");
+ABSL_FLAG(int, compare, 0,
+          "Instead of the rounds: this many all-reduces (sum) and Average rounds of the same "
+          "vector, alternated; rank 0 prints the median time of each (what the commit costs).");
+
+namespace {
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+// Alternates plain all-reduces and Average rounds of `values` and prints their median times.
+int CompareWithAllReduce(hmc::Communicator& comm, std::vector<float>& values, int calls) {
+  std::vector<double> plain_ms, average_ms;
+  const hmc::Buffer buffer{values.data(), values.size(), hmc::DType::kF32};
+  hmc::CallOptions call;
+  call.algo = "ring";  // One plan for both, chosen once (no trials between them).
+  for (int i = 0; i < calls; ++i) {
+    hmc::fault::FillRound(comm.id(), i, values);
+    absl::Time start = absl::Now();
+    if (absl::Status s = comm.AllReduce(buffer, buffer, hmc::ReduceOp::kSum, call)->Wait();
+        !s.ok()) {
+      std::fprintf(stderr, "allreduce: %s\n", s.ToString().c_str());
+      return 3;
+    }
+    plain_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    hmc::fault::FillRound(comm.id(), i, values);
+    start = absl::Now();
+    if (auto r = comm.Average(buffer, hmc::fault::RoundWeight(comm.id(), i), call); !r.ok()) {
+      std::fprintf(stderr, "average: %s\n", r.status().ToString().c_str());
+      return 3;
+    }
+    average_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+  }
+  if (comm.rank() == 0) {
+    const double plain = Median(plain_ms), average = Median(average_ms);
+    std::printf(
+        "%d ranks, %zu floats, %d calls each: allreduce median %.2f ms, Average median "
+        "%.2f ms, ratio %.3f, difference %.2f ms\n",
+        comm.size(), values.size(), calls, plain, average, average / plain, average - plain);
+  }
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   std::vector<char*> rest = absl::ParseCommandLine(argc, argv);
@@ -37,6 +83,9 @@ int main(int argc, char** argv) {
   std::printf("joined id=%d\n", id);
   std::fflush(stdout);
   std::vector<float> values(static_cast<size_t>(absl::GetFlag(FLAGS_count)));
+  if (absl::GetFlag(FLAGS_compare) > 0) {
+    return CompareWithAllReduce(**comm, values, absl::GetFlag(FLAGS_compare));
+  }
   const int rounds = absl::GetFlag(FLAGS_rounds);
   for (int round = 0; round < rounds; ++round) {
     absl::StatusOr<hmc::AverageOutcome> outcome;
