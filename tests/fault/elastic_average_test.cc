@@ -6,8 +6,7 @@
 // trials that hmc-fault runs by the hundred.
 #include <gtest/gtest.h>
 
-#include "absl/strings/str_join.h"
-#include "perf/fault/fault_trial.h"
+#include "tests/fault/expect_clean_trial.h"
 
 namespace hmc::fault {
 namespace {
@@ -25,27 +24,14 @@ TrialSpec Spec(FaultKind fault, uint32_t seed) {
   return spec;
 }
 
-void ExpectClean(const TrialSpec& spec) {
-  absl::StatusOr<TrialResult> r = RunTrial(spec);
-  ASSERT_TRUE(r.ok()) << r.status();
-  const std::string problems = absl::StrJoin(r->problems, "\n");
-  EXPECT_FALSE(r->hang) << problems;
-  EXPECT_EQ(r->inconsistent, 0) << problems;
-  EXPECT_EQ(r->lost, 0) << problems;
-  EXPECT_EQ(r->rounds, spec.rounds) << problems;
-  if (spec.fault != FaultKind::kNone) {
-    EXPECT_LT(r->recovery, absl::InfiniteDuration()) << "no round committed after the fault";
-  }
-}
-
 TEST(ElasticAverage, WithoutFaultsEveryRoundCommitsOverEveryRank) {
-  ExpectClean(Spec(FaultKind::kNone, 1));
+  ExpectCleanTrial(Spec(FaultKind::kNone, 1));
 }
 
 class KilledRank : public testing::TestWithParam<uint32_t> {};
 
 TEST_P(KilledRank, SurvivorsCommitEveryRoundAlike) {
-  ExpectClean(Spec(FaultKind::kKill, GetParam()));
+  ExpectCleanTrial(Spec(FaultKind::kKill, GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, KilledRank, testing::Values(11, 12, 13, 14));
@@ -55,7 +41,7 @@ class StoppedRank : public testing::TestWithParam<uint32_t> {};
 // The stopped rank is declared failed after the heartbeat timeout (2 s), the others go on without
 // it, and once continued it finds itself removed and exits 4 (fault_trial checks).
 TEST_P(StoppedRank, SurvivorsGoOnAndTheRankIsRemoved) {
-  ExpectClean(Spec(FaultKind::kStop, GetParam()));
+  ExpectCleanTrial(Spec(FaultKind::kStop, GetParam()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Seeds, StoppedRank, testing::Values(21, 22));
@@ -63,7 +49,7 @@ INSTANTIATE_TEST_SUITE_P(Seeds, StoppedRank, testing::Values(21, 22));
 // Collectives never go through the coordinator: when it dies, every rank keeps averaging with
 // the membership it has.
 TEST(ElasticAverage, LosingTheCoordinatorStopsNoRank) {
-  ExpectClean(Spec(FaultKind::kCoordinator, 31));
+  ExpectCleanTrial(Spec(FaultKind::kCoordinator, 31));
 }
 
 // A coordinator restarted at the same address rebuilds the group from the ranks that come back,
@@ -71,7 +57,7 @@ TEST(ElasticAverage, LosingTheCoordinatorStopsNoRank) {
 TEST(ElasticAverage, RestartedCoordinatorRebuildsTheGroupAndHandlesTheNextFailure) {
   TrialSpec spec = Spec(FaultKind::kCoordinatorRestart, 41);
   spec.rounds = 60;  // Still averaging after the restart and the rebuild.
-  ExpectClean(spec);
+  ExpectCleanTrial(spec);
 }
 
 }  // namespace

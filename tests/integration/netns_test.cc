@@ -3,53 +3,18 @@
 // one namespace, two ranks in the other; every rank's transport binds to the address that reaches
 // the coordinator, so all traffic crosses the veth link.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "launcher/local_group.h"
 #include "launcher/process.h"
+#include "tests/testing/two_namespaces.h"
 
 namespace hmc {
 namespace {
 
-int RunCommand(const std::vector<std::string>& argv) {
-  auto p = Process::Spawn(argv, {});
-  if (!p.ok()) return -1;
-  auto code = p->Wait(absl::Now() + absl::Seconds(30));
-  return code.ok() ? *code : -1;
-}
-
-class NetnsTest : public testing::Test {
+class NetnsTest : public testing_util::TwoNamespaces {
  protected:
-  void SetUp() override {
-    if (geteuid() != 0) GTEST_SKIP() << "creating network namespaces needs root";
-    const std::string id = absl::StrCat(getpid() % 100000);
-    a_ = "hmc-t" + id + "a";
-    b_ = "hmc-t" + id + "b";
-    if (RunCommand({"ip", "netns", "add", a_}) != 0) GTEST_SKIP() << "ip netns is not available";
-    created_ = true;
-    ASSERT_EQ(RunCommand({"ip", "netns", "add", b_}), 0);
-    const std::string va = "hv" + id + "a", vb = "hv" + id + "b";
-    ASSERT_EQ(RunCommand({"ip", "link", "add", va, "netns", a_, "type", "veth", "peer", "name", vb,
-                          "netns", b_}),
-              0);
-    for (const auto& [ns, dev, address] :
-         {std::tuple{a_, va, "10.231.77.1/24"}, std::tuple{b_, vb, "10.231.77.2/24"}}) {
-      ASSERT_EQ(RunCommand({"ip", "-n", ns, "addr", "add", address, "dev", dev}), 0);
-      ASSERT_EQ(RunCommand({"ip", "-n", ns, "link", "set", dev, "up"}), 0);
-      ASSERT_EQ(RunCommand({"ip", "-n", ns, "link", "set", "lo", "up"}), 0);
-    }
-  }
-
-  void TearDown() override {
-    if (!created_) return;
-    RunCommand(
-        {"ip", "netns", "del", a_});  // Deleting a namespace removes its end of the veth pair.
-    RunCommand({"ip", "netns", "del", b_});
-  }
-
-  std::string a_, b_;
-  bool created_ = false;
+  NetnsTest() : TwoNamespaces("10.231.77", "t") {}
 };
 
 TEST_F(NetnsTest, RanksInTwoNamespacesAllReduceAcrossTheLink) {
