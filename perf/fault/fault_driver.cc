@@ -46,8 +46,9 @@ int main(int argc, char** argv) {
               absl::FormatDuration(absl::GetFlag(FLAGS_pause)).c_str(),
               absl::FormatDuration(absl::GetFlag(FLAGS_heartbeat_timeout)).c_str());
   std::printf(
-      "| fault | trials | hangs | inconsistent rounds | lost committed rounds | "
-      "recovery median s | p90 s | max s |\n|---|---|---|---|---|---|---|---|\n");
+      "| fault | trials | faults after the last round (no trial) | hangs | inconsistent rounds | "
+      "lost committed rounds | recovery median s | p90 s | max s |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
   bool clean = true;
   uint32_t seed = absl::GetFlag(FLAGS_seed);
   const std::vector<std::string> faults =
@@ -58,7 +59,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "hmc-fault: %s\n", kind.status().ToString().c_str());
       return 2;
     }
-    int hangs = 0, inconsistent = 0, lost = 0;
+    int hangs = 0, inconsistent = 0, lost = 0, too_late = 0;
     std::vector<double> recovery;
     for (int t = 0; t < absl::GetFlag(FLAGS_trials); ++t) {
       hmc::fault::TrialSpec spec;
@@ -78,6 +79,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       hangs += r->hang ? 1 : 0;
+      too_late += r->too_late ? 1 : 0;
       inconsistent += r->inconsistent;
       lost += r->lost;
       if (r->recovery < absl::InfiniteDuration()) {
@@ -90,10 +92,10 @@ int main(int argc, char** argv) {
         }
       }
     }
-    clean &= hangs == 0 && inconsistent == 0 && lost == 0;
-    std::printf("| %s | %d | %d | %d | %d | %.2f | %.2f | %.2f |\n", name.c_str(),
-                absl::GetFlag(FLAGS_trials), hangs, inconsistent, lost, Percentile(recovery, 0.5),
-                Percentile(recovery, 0.9), Percentile(recovery, 1.0));
+    clean &= hangs == 0 && inconsistent == 0 && lost == 0 && too_late == 0;
+    std::printf("| %s | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f |\n", name.c_str(),
+                absl::GetFlag(FLAGS_trials), too_late, hangs, inconsistent, lost,
+                Percentile(recovery, 0.5), Percentile(recovery, 0.9), Percentile(recovery, 1.0));
     std::fflush(stdout);
   }
   return clean ? 0 : 1;

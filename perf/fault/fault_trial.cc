@@ -157,7 +157,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
       int code;
       if (!ranks[r].Poll(&code)) return true;
       result.problems.push_back(absl::StrFormat("rank %d had finished before the fault", r));
-      ++result.inconsistent;
+      result.too_late = true;
       return false;
     };
     if (spec.fault == FaultKind::kCut) {

@@ -52,11 +52,12 @@ struct TrialSpec {
 };
 
 struct TrialResult {
-  int victim = -1;       // The rank a kill or stop hit; the first rank cut off.
-  bool hang = false;     // A rank that should have finished had not by the limit.
-  int inconsistent = 0;  // Rounds whose reports differ, or differ from the expected average.
-  int lost = 0;          // Rounds some surviving rank did not commit.
-  int rounds = 0;        // Rounds committed by every survivor.
+  int victim = -1;        // The rank a kill or stop hit; the first rank cut off.
+  bool hang = false;      // A rank that should have finished had not by the limit.
+  int inconsistent = 0;   // Rounds whose reports differ, or differ from the expected average.
+  int lost = 0;           // Rounds some surviving rank did not commit.
+  bool too_late = false;  // The victim had finished every round before the fault: no trial.
+  int rounds = 0;         // Rounds committed by every survivor.
   // From the fault to the next round every survivor committed; infinite without a fault.
   absl::Duration recovery = absl::InfiniteDuration();
   std::vector<std::string> problems;  // What went wrong, for people.

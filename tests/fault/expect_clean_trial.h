@@ -19,6 +19,7 @@ inline std::optional<TrialResult> ExpectCleanTrial(const TrialSpec& spec) {
   if (!r.ok()) return std::nullopt;
   const std::string problems = absl::StrJoin(r->problems, "\n");
   EXPECT_FALSE(r->hang) << problems;
+  EXPECT_FALSE(r->too_late) << "the fault came after the last round: more rounds";
   EXPECT_EQ(r->inconsistent, 0) << problems;
   EXPECT_EQ(r->lost, 0) << problems;
   EXPECT_EQ(r->rounds, spec.rounds) << problems;
