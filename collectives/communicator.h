@@ -228,6 +228,8 @@ class Communicator {
   std::vector<std::pair<int, std::string>> failures_to_report_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool coordinator_lost_ ABSL_GUARDED_BY(mu_) = false;
+  // Why each epoch began: who failed, and the cause.
+  std::map<uint32_t, std::string> epoch_causes_ ABSL_GUARDED_BY(mu_);
   uint32_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;      // Within the epoch; 0 is reconciliation's.
   std::vector<uint32_t> sends_to_ ABSL_GUARDED_BY(mu_);  // Point-to-point counts per peer.
   std::vector<uint32_t> receives_from_ ABSL_GUARDED_BY(mu_);

@@ -55,6 +55,10 @@ void Communicator::ApplyMembership(const PeerTable& table) {
     }
   }
   const std::string cause = lost.empty() ? "members left" : absl::StrJoin(lost, "; ");
+  {
+    MutexLock lock(&mu_);
+    epoch_causes_[table.epoch] = cause;
+  }
   Logf("comm", "rank %d: epoch %d -> %d: %s", id_, g->epoch, table.epoch, cause);
   DiscardEpochsBefore(table.epoch, MembershipChangedError(g->epoch, table.epoch, cause));
   int alive = 0;
@@ -63,8 +67,9 @@ void Communicator::ApplyMembership(const PeerTable& table) {
     const bool removed = !p.alive && p.failure != "left" && p.rank != id_;
     if (removed && world_channels_[p.rank] != nullptr) {
       // Tells a member that is alive but was declared failed why nobody talks to it any more.
-      world_channels_[p.rank]->Close(absl::UnavailableError(
-          absl::StrFormat("removed from the group at epoch %d: %s", table.epoch, p.failure)));
+      world_channels_[p.rank]->Close(
+          absl::UnavailableError(absl::StrFormat("%s was removed from the group at epoch %d: %s",
+                                                 table.Describe(p.rank), table.epoch, p.failure)));
     }
   }
   const PeerEntry& me = table.peers[id_];
@@ -100,7 +105,13 @@ bool Communicator::AwaitEpochAfter(uint32_t epoch, absl::Time deadline) {
 absl::Status Communicator::AfterFailure(const Group& g, const absl::Status& failure) {
   const absl::Duration wait = coordinator_ != nullptr ? EpochWait(options_) : absl::ZeroDuration();
   if (AwaitEpochAfter(g.epoch, absl::Now() + wait)) {
-    return MembershipChangedError(g.epoch, group()->epoch, std::string(failure.message()));
+    // Named by the epoch that followed g's: who failed, and why (the call's own error may only
+    // show a symptom, such as a link closed by the membership change).
+    MutexLock lock(&mu_);
+    auto cause = epoch_causes_.upper_bound(g.epoch);
+    return MembershipChangedError(
+        g.epoch, group_->epoch,
+        cause != epoch_causes_.end() ? cause->second : std::string(failure.message()));
   }
   // Nobody failed, as far as the coordinator knows (a deadline, or a member out of step), or no
   // coordinator is left to start an epoch: the group cannot go on.

@@ -288,6 +288,10 @@ void CoordinatorClient::Run() {
 }
 
 bool CoordinatorClient::ComeBack(absl::string_view cause, FrameParser& parser) {
+  {
+    MutexLock lock(&mu_);
+    if (stopping_ || left_) return false;  // It closed because this rank is done.
+  }
   Logf("client", "rank %d: lost the coordinator %s (%s); reconnecting", rank_, coordinator_, cause);
   absl::Status back = Reconnect();
   if (back.ok()) {
