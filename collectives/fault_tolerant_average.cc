@@ -83,6 +83,15 @@ void Communicator::Reconcile(const std::shared_ptr<const Group>& g) {
       // did not answer in time, which nothing will resolve.
       Logf("comm", "rank %d: %s", id_, s.message());
       if (absl::IsDeadlineExceeded(s)) Abort(s);
+      // A member whose link failed before this epoch began was reported in an epoch that has
+      // ended: report it again, in this one.
+      MutexLock lock(&mu_);
+      for (int r = 0; r < n; ++r) {
+        if (r != g->rank && !g->channels[r]->status().ok()) {
+          failures_to_report_.push_back(
+              {g->ids[r], std::string(g->channels[r]->status().message())});
+        }
+      }
       return;
     }
     for (int r = 0; r < n; ++r)

@@ -250,13 +250,23 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     if (!consistent) ++result.inconsistent;
   }
   if (fault_ms > 0) {
+    // Rounds that were in flight when the fault struck may still commit with the victim's part:
+    // a fault that changes the membership is over at the first round of a later epoch.
+    uint32_t epoch_at_fault = 0;
+    for (const auto& [round, reports] : by_round) {
+      for (const auto& [rank, c] : reports) {
+        if (c.unix_ms < fault_ms) epoch_at_fault = std::max(epoch_at_fault, c.epoch);
+      }
+    }
+    const bool changes_membership = spec.fault != FaultKind::kCoordinator;
     // The slowest survivor's first commit after the fault.
     absl::Duration slowest = absl::ZeroDuration();
     for (int s : survivors) {
       int64_t first = -1;
       for (const auto& [round, reports] : by_round) {
         for (const auto& [rank, c] : reports) {
-          if (rank == s && c.unix_ms >= fault_ms && (first < 0 || c.unix_ms < first)) {
+          if (rank == s && c.unix_ms >= fault_ms && (first < 0 || c.unix_ms < first) &&
+              (!changes_membership || c.epoch > epoch_at_fault)) {
             first = c.unix_ms;
           }
         }

@@ -58,7 +58,8 @@ struct TrialResult {
   int lost = 0;           // Rounds some surviving rank did not commit.
   bool too_late = false;  // The victim had finished every round before the fault: no trial.
   int rounds = 0;         // Rounds committed by every survivor.
-  // From the fault to the next round every survivor committed; infinite without a fault.
+  // From the fault to the next round every survivor committed (a fault that changes the
+  // membership: in a later epoch than before the fault); infinite without a fault.
   absl::Duration recovery = absl::InfiniteDuration();
   std::vector<std::string> problems;  // What went wrong, for people.
 };
