@@ -11,7 +11,7 @@
 namespace hmc {
 namespace {
 
-constexpr size_t kDescriptorBytes = 40;
+constexpr size_t kDescriptorBytes = 48;
 
 void Encode(const CallDescriptor& d, uint8_t* out) {
   out[0] = static_cast<uint8_t>(d.kind);
@@ -22,9 +22,20 @@ void Encode(const CallDescriptor& d, uint8_t* out) {
   std::memcpy(out + 8, &d.count, 8);
   std::memset(out + 16, 0, 8);
   out[16] = d.locally_invalid ? 1 : 0;
+  out[17] = d.stale ? 1 : 0;
   std::memcpy(out + 20, &d.plan, 4);
   std::memcpy(out + 24, &d.round, 8);
   std::memcpy(out + 32, &d.weight, 8);
+  std::memcpy(out + 40, &d.state, 8);
+}
+
+// Of the fields a rank shares: the weight and staleness; the compared fields are the caller's
+// own wherever the check passes.
+CallDescriptor DecodeShared(const CallDescriptor& mine, const uint8_t* in) {
+  CallDescriptor d = mine;
+  d.stale = in[17] != 0;
+  std::memcpy(&d.weight, in + 32, 8);
+  return d;
 }
 
 // Names each field and how to print a raw value of it.
@@ -74,6 +85,12 @@ const Field kFields[] = {
        std::memcpy(&round, raw + 24, 8);
        return absl::StrCat(round);
      }},
+    {"shared state (names, types and sizes)",
+     [](const uint8_t* raw) -> std::string {
+       uint64_t state;
+       std::memcpy(&state, raw + 40, 8);
+       return state == 0 ? std::string("none") : absl::StrFormat("%016x", state);
+     }},
 };
 
 }  // namespace
@@ -97,9 +114,9 @@ const char* CollectiveName(CollectiveKind kind) {
 }
 
 absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
-                            std::vector<double>* weights) {
+                            std::vector<CallDescriptor>* all_descriptors) {
   const int n = ctx.size();
-  if (weights != nullptr) weights->assign(n, mine.weight);
+  if (all_descriptors != nullptr) all_descriptors->assign(n, mine);
   if (n == 1) return absl::OkStatus();
   uint8_t* all = ctx.Scratch(kDescriptorBytes * n);
   Encode(mine, all + kDescriptorBytes * ctx.rank());
@@ -108,11 +125,11 @@ absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
     return s;
   }
   // Field offsets within the descriptor, in kFields order.
-  const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20, 24};
-  const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4, 8};
-  if (weights != nullptr) {
+  const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20, 24, 40};
+  const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4, 8, 8};
+  if (all_descriptors != nullptr) {
     for (int peer = 0; peer < n; ++peer) {
-      std::memcpy(&(*weights)[peer], all + kDescriptorBytes * peer + 32, 8);
+      (*all_descriptors)[peer] = DecodeShared(mine, all + kDescriptorBytes * peer);
     }
   }
   std::vector<std::string> differences;

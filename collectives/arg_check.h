@@ -34,14 +34,17 @@ struct CallDescriptor {
   uint32_t plan = 0;             // Fingerprint of the codecs and shares this rank will use.
   uint64_t round = 0;            // Average: the round (compared).
   double weight = 0;             // Average: this rank's weight (shared, not compared).
+  uint64_t state = 0;            // Average: the shared state's fingerprint, 0: none (compared).
+  bool stale = false;            // Average: this rank downloads the state (shared).
 };
 
 // Every rank sends its descriptor to every other (one round trip, tiny messages) and compares them
 // all, so every rank returns the same verdict: OK, or InvalidArgument listing each field that
 // differs with every rank's value. With identical descriptors this doubles as a barrier.
-// `weights`, if given, receives every rank's `weight`.
+// `all`, if given, receives every rank's descriptor (what is shared, not compared: Average's
+// weights and who is stale).
 absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
-                            std::vector<double>* weights = nullptr);
+                            std::vector<CallDescriptor>* all = nullptr);
 
 }  // namespace hmc
 

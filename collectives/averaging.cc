@@ -26,6 +26,7 @@ void RoundStanding::Encode(uint8_t* out) const {
   std::memcpy(out, &committed, 8);
   out[8] = in_round ? 1 : 0;
   out[9] = complete ? 1 : 0;
+  out[10] = newcomer ? 1 : 0;
   std::memcpy(out + 12, &attempt_epoch, 4);
   std::memcpy(out + 16, &attempts, 4);
 }
@@ -35,6 +36,7 @@ RoundStanding RoundStanding::Decode(const uint8_t* in) {
   std::memcpy(&s.committed, in, 8);
   s.in_round = in[8] != 0;
   s.complete = in[9] != 0;
+  s.newcomer = in[10] != 0;
   std::memcpy(&s.attempt_epoch, in + 12, 4);
   std::memcpy(&s.attempts, in + 16, 4);
   return s;
@@ -55,8 +57,10 @@ const char* RoundVerdictName(RoundVerdict verdict) {
 }
 
 absl::StatusOr<RoundVerdict> DecideRound(const std::vector<RoundStanding>& members, int self) {
+  if (members[self].newcomer) return RoundVerdict::kNone;
   uint64_t least = members[self].committed, most = least;
   for (const RoundStanding& m : members) {
+    if (m.newcomer) continue;
     least = std::min(least, m.committed);
     most = std::max(most, m.committed);
   }
@@ -77,9 +81,19 @@ absl::StatusOr<RoundVerdict> DecideRound(const std::vector<RoundStanding>& membe
   }
   bool all_complete = true;
   for (const RoundStanding& m : members) {
-    all_complete &= m.in_round && m.complete && m.attempt_epoch == me.attempt_epoch;
+    all_complete &= m.newcomer || (m.in_round && m.complete && m.attempt_epoch == me.attempt_epoch);
   }
   return all_complete ? RoundVerdict::kCommit : RetryOrGiveUp(members, me.committed);
+}
+
+uint64_t RoundsAfter(const std::vector<RoundStanding>& members) {
+  uint64_t rounds = 0;
+  for (size_t r = 0; r < members.size(); ++r) {
+    absl::StatusOr<RoundVerdict> verdict = DecideRound(members, static_cast<int>(r));
+    const bool commits = verdict.ok() && *verdict == RoundVerdict::kCommit;
+    if (!members[r].newcomer) rounds = std::max(rounds, members[r].committed + (commits ? 1 : 0));
+  }
+  return rounds;
 }
 
 absl::Status MembershipChangedError(uint32_t from, uint32_t to, const std::string& cause) {

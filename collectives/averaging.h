@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "collectives/state_transfer.h"
 #include "collectives/work.h"
 
 namespace hmc {
@@ -31,6 +32,9 @@ struct RoundStanding {
   bool complete = false;       // Its latest attempt left the whole sum on this rank.
   uint32_t attempt_epoch = 0;  // The epoch of that attempt.
   uint32_t attempts = 0;       // Attempts of the open round so far.
+  // A rank that joined a running group and has not been through a reconciliation: it has no
+  // rounds of its own, and takes the group's count from its first one (RoundsAfter).
+  bool newcomer = false;
 
   static constexpr size_t kWireBytes = 24;
   void Encode(uint8_t* out) const;
@@ -44,6 +48,9 @@ const char* RoundVerdictName(RoundVerdict verdict);
 // it has none open). Every member gets a consistent verdict from the same standings; an error
 // means standings that the protocol cannot produce.
 absl::StatusOr<RoundVerdict> DecideRound(const std::vector<RoundStanding>& members, int self);
+// How many rounds the group will have committed once every member applied its verdict: the
+// count a newcomer starts from.
+uint64_t RoundsAfter(const std::vector<RoundStanding>& members);
 
 // This rank's averaging state, guarded by its communicator.
 struct RoundLedger {
@@ -62,8 +69,11 @@ struct RoundLedger {
 struct AveragingAttempt {
   uint64_t round = 0;
   double weight = 0;
-  std::vector<double> weights;  // Every member's, by dense rank, from the argument check.
-  bool committed = false;       // The vote committed the round.
+  const SharedState* state = nullptr;  // Average's `state`; null: none.
+  bool stale = false;                  // This rank downloads `state` in this attempt.
+  std::vector<double> weights;         // Every member's, by dense rank, from the argument check.
+  StateDownload download;              // What this rank downloaded, if it was stale.
+  bool committed = false;              // The vote committed the round.
 };
 
 // A committed averaging round.
@@ -74,6 +84,7 @@ struct AverageOutcome {
   std::vector<int> contributors;  // Stable ids, ascending.
   std::vector<double> weights;    // Each contributor's weight.
   double total_weight = 0;        // Their sum, what the average divides by.
+  StateDownload state_download;   // A stale rank's download of the members' state.
   CollectiveReport report;        // Of the attempt that committed.
 };
 

@@ -46,11 +46,11 @@ constexpr absl::Duration kDataLinkLivenessTimeout = absl::Seconds(10);
 
 Communicator::Communicator(int id, std::vector<std::shared_ptr<Channel>> channels,
                            const PeerTable& table, const Options& options)
-    : id_(id),
-      options_(options),
-      world_channels_(std::move(channels)),
-      world_size_(static_cast<int>(world_channels_.size())) {
+    : id_(id), options_(options) {
   pool_ = std::make_unique<WorkerPool>(static_cast<int>(options.workers));
+  MutexLock lock(&mu_);
+  world_channels_ = std::move(channels);
+  world_channels_.resize(std::max(world_channels_.size(), table.peers.size()));
   group_ = Group::Make(table, id, world_channels_, LinkMatrix{});
   world_table_ = table;
   membership_thread_ = std::thread([this] { MembershipLoop(); });
@@ -110,14 +110,25 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   absl::StatusOr<PeerTable> table = (*client)->WaitForPeers(deadline);
   if (!table.ok()) return table.status();
   const int rank = (*client)->rank();
+  const bool joining = table->peers[rank].joining;
   std::vector<PeerAddress> addresses;
   for (const PeerEntry& p : table->peers) {
-    addresses.push_back(PeerAddress{p.rank, p.address, table->Describe(p.rank)});
+    if (p.alive || p.rank == rank) {
+      addresses.push_back(PeerAddress{p.rank, p.address, table->Describe(p.rank)});
+    }
   }
   absl::StatusOr<std::vector<std::shared_ptr<Channel>>> channels =
       (*transport)->ConnectAll(rank, addresses, deadline);
   if (!channels.ok()) return channels.status();
+  if (joining) {
+    // Every member accepted this rank's streams: the coordinator may make it one.
+    table = (*client)->FinishJoin(deadline);
+    if (!table.ok()) return table.status();
+    Logf("comm", "rank %d joined the running group at epoch %d (%d members)", rank, table->epoch,
+         table->Members().size());
+  }
   std::unique_ptr<Communicator> comm(new Communicator(rank, std::move(*channels), *table, options));
+  comm->joined_running_group_ = joining;
   if (!options.prices.empty()) {
     absl::StatusOr<PriceTable> prices = PriceTable::Load(options.prices);
     if (!prices.ok()) return prices.status();
@@ -136,7 +147,20 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
       raw->ApplyMembership(table);
     }
   });
+  // A table that came between the one above and the callback.
+  comm->ApplyMembership(comm->coordinator_->table());
   comm->stream_choice_.streams = config.limits.streams;
+  if (joining) {
+    {
+      MutexLock lock(&comm->mu_);
+      comm->ledger_.standing.newcomer = true;
+      comm->state_stale_ = true;
+    }
+    // The members reconcile the epoch that made this rank one; its probes are theirs to run
+    // together, so a newcomer plans without its links measured until the next ProbeLinks.
+    comm->Reconcile(comm->group());
+    return comm;
+  }
   // The probes' calls end by Create's deadline: a link that drops everything fails Create.
   comm->setup_deadline_ = deadline;
   if (options.streams == 0 && comm->size() > 1) {
@@ -193,7 +217,12 @@ void Communicator::Abort(const absl::Status& why) {
     broken_ = why;
   }
   Logf("comm", "rank %d: aborting: %s", id_, why.message());
-  for (auto& channel : world_channels_) {
+  std::vector<std::shared_ptr<Channel>> channels;
+  {
+    MutexLock lock(&mu_);
+    channels = world_channels_;
+  }
+  for (auto& channel : channels) {
     if (channel != nullptr) channel->Close(why);
   }
 }
@@ -269,8 +298,9 @@ std::shared_ptr<Work> Communicator::Launch(std::shared_ptr<const Group> g,
     if (options_.pace_sends) ctx.EnablePacing(send_bytes_per_s_.load());
     const absl::Time start = absl::Now();
     absl::Status checked;
+    std::vector<CallDescriptor> descriptors;  // Every member's, for an averaging attempt.
     if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier || attempt != nullptr) {
-      checked = CheckArguments(ctx, descriptor, attempt != nullptr ? &attempt->weights : nullptr);
+      checked = CheckArguments(ctx, descriptor, attempt != nullptr ? &descriptors : nullptr);
     }
     // A verdict of the check (OK or a mismatch) is the same on every rank.
     const bool verdict = checked.ok() || absl::IsInvalidArgument(checked);
@@ -284,7 +314,8 @@ std::shared_ptr<Work> Communicator::Launch(std::shared_ptr<const Group> g,
     bool ran = false;
     if (status.ok()) {
       ctx.BeginPhases();
-      status = algorithm(ctx);
+      if (attempt != nullptr) status = PrepareAttempt(ctx, descriptors, attempt);
+      if (status.ok()) status = algorithm(ctx);
       if (status.ok() && attempt != nullptr) status = VoteOnAttempt(ctx, *g, attempt);
       ran = true;
     }
@@ -420,6 +451,8 @@ std::shared_ptr<Work> Communicator::LaunchAllReduce(std::shared_ptr<const Group>
   if (round != nullptr) {
     d.round = round->round;
     d.weight = round->weight;
+    d.state = round->state != nullptr ? round->state->Fingerprint() : 0;
+    d.stale = round->stale;
   }
   const std::string detail = CodecsApply(in.dtype, op)
                                  ? absl::StrFormat("%s; codecs inter=%s intra=%s", plan.why,
@@ -558,8 +591,9 @@ std::shared_ptr<Work> Communicator::PointToPoint(const Buffer& buffer, int peer,
       return work;
     }
     std::vector<uint32_t>& counts = send ? sends_to_ : receives_from_;
-    if (counts.empty()) counts.assign(world_size_, 0);
-    count = counts[g->ids[peer]]++;
+    const int id = g->ids[peer];
+    if (static_cast<int>(counts.size()) <= id) counts.resize(id + 1, 0);
+    count = counts[id]++;
   }
   const uint64_t tag = MakeTag(EpochSequence(g->epoch, count), Phase::kPointToPoint, 0, 0);
   Channel& channel = *g->channels[peer];

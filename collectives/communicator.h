@@ -22,6 +22,7 @@
 #include "collectives/group.h"
 #include "collectives/link_probe.h"
 #include "collectives/scratch_pool.h"
+#include "collectives/state_transfer.h"
 #include "collectives/stream_probe.h"
 #include "collectives/tuner.h"
 #include "collectives/work.h"
@@ -64,7 +65,10 @@ struct CallOptions {
 class Communicator {
  public:
   // Joins the coordinator named in `options`, connects to every peer over TCP and returns when
-  // the group is complete (or with an error naming who is missing at connect_timeout).
+  // the group is complete (or with an error naming who is missing at connect_timeout). When the
+  // group is running already, this rank joins it: it gets the next unused id, connects to the
+  // members and becomes one in the next epoch (joined_running_group() is then true; the state the
+  // members keep is the caller's to fetch, see Average's `state`).
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(const Options& options);
   // A communicator over channels made elsewhere (the inproc transport in tests); `zones` names
   // each rank's zone (cycled; empty: everyone in options.zone).
@@ -77,6 +81,8 @@ class Communicator {
   int rank() const { return group()->rank; }
   int size() const { return group()->size(); }
   int id() const { return id_; }
+  // Whether this rank joined a group that was running already (it has no history of its own).
+  bool joined_running_group() const { return joined_running_group_; }
   uint32_t epoch() const { return group()->epoch; }
   // The current epoch's members: by dense rank, each entry's `rank` its stable id.
   PeerTable peers() const { return group()->peers; }
@@ -103,8 +109,21 @@ class Communicator {
   // part), or it is retried once in the next epoch with the weights of those who remain. Returns
   // the contributors and their weights; an error leaves `buffer` as it was, on every survivor.
   // Blocking; no other call of this communicator may be in flight meanwhile.
+  //
+  // `state` (state_transfer.h): tensors every member keeps identical, passed by every member or
+  // by none. A rank that joined a running group is stale until its first round: in that round it
+  // contributes weight 0 (its buffer was computed from stale state) and downloads `state` from
+  // the members before the all-reduce, so that after the round it holds what they hold. The
+  // members must not change `state` during the call.
   absl::StatusOr<AverageOutcome> Average(const Buffer& buffer, double weight,
-                                         const CallOptions& call = {});
+                                         const CallOptions& call = {},
+                                         const SharedState* state = nullptr);
+  // Whether this rank still has to download the members' state (it joined a running group and
+  // no Average with `state` completed its download yet).
+  bool state_stale() const;
+  // Averaging rounds committed so far: the number of the next round. A rank that joined a running
+  // group starts from the group's count.
+  uint64_t averaging_rounds() const;
 
   // Point to point, not collective: the n-th Send to a peer (a dense rank) matches that peer's
   // n-th Recv from this rank within an epoch (MPI's ordering rule). Lengths must match: a mismatch
@@ -156,6 +175,10 @@ class Communicator {
                                absl::Status local_check, std::string algorithm_name,
                                const CallOptions& call, Algorithm algorithm, size_t chunk_bytes = 0,
                                std::string plan_detail = "", AveragingAttempt* attempt = nullptr);
+  // Before an averaging attempt's all-reduce: takes every member's weight from the argument check
+  // and, when a member is stale, transfers the shared state.
+  absl::Status PrepareAttempt(CollectiveContext& ctx, const std::vector<CallDescriptor>& all,
+                              AveragingAttempt* attempt);
   // After an averaging attempt's all-reduce left the whole sum here: records that, then votes;
   // commits the round if every member voted and no newer epoch was reconciled meanwhile.
   absl::Status VoteOnAttempt(CollectiveContext& ctx, const Group& g, AveragingAttempt* attempt);
@@ -186,6 +209,8 @@ class Communicator {
   // epoch is adopted (waiting for it a bounded time); otherwise `failure`, and the communicator
   // becomes unusable.
   absl::Status AfterFailure(const Group& g, const absl::Status& failure);
+  // Opens channels to the ranks the table names as joining (they connect here).
+  void ExpectJoiners(const PeerTable& table);
   // The coordinator's connection is gone: calls go on, but no new epoch can start.
   void OnCoordinatorLost();
   // Waits until an epoch after `epoch` is adopted, or `deadline`; false if none was.
@@ -208,8 +233,7 @@ class Communicator {
 
   const int id_;
   const Options options_;
-  const std::vector<std::shared_ptr<Channel>> world_channels_;  // By stable id; null at id_.
-  const int world_size_;
+  bool joined_running_group_ = false;
   StreamChoice stream_choice_;
   PriceTable prices_ = PriceTable::Default();
   uint32_t probe_generation_ = 0;  // Keys each probe's rows apart in the coordinator.
@@ -223,6 +247,9 @@ class Communicator {
   mutable Mutex mu_;
   // The current epoch's group; calls plan from a shared snapshot of it.
   std::shared_ptr<const Group> group_ ABSL_GUARDED_BY(mu_);
+  // Every channel this rank opened, by stable id; null at id_ and where none was. Grows as ranks
+  // join.
+  std::vector<std::shared_ptr<Channel>> world_channels_ ABSL_GUARDED_BY(mu_);
   PeerTable world_table_ ABSL_GUARDED_BY(mu_);   // The newest table, by stable id.
   LinkMatrix world_links_ ABSL_GUARDED_BY(mu_);  // Every measured link, by stable id.
   std::vector<std::pair<int, std::string>> failures_to_report_ ABSL_GUARDED_BY(mu_);
@@ -231,10 +258,11 @@ class Communicator {
   // Why each epoch began: who failed, and the cause.
   std::map<uint32_t, std::string> epoch_causes_ ABSL_GUARDED_BY(mu_);
   uint32_t next_sequence_ ABSL_GUARDED_BY(mu_) = 1;      // Within the epoch; 0 is reconciliation's.
-  std::vector<uint32_t> sends_to_ ABSL_GUARDED_BY(mu_);  // Point-to-point counts per peer.
+  std::vector<uint32_t> sends_to_ ABSL_GUARDED_BY(mu_);  // Point-to-point counts by stable id.
   std::vector<uint32_t> receives_from_ ABSL_GUARDED_BY(mu_);
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
-  RoundLedger ledger_ ABSL_GUARDED_BY(mu_);  // Where this rank stands in averaging rounds.
+  RoundLedger ledger_ ABSL_GUARDED_BY(mu_);        // Where this rank stands in averaging rounds.
+  bool state_stale_ ABSL_GUARDED_BY(mu_) = false;  // A joiner, until its state download.
   // This rank's sending rate, the highest any call measured (CollectiveContext::NoteSendRate),
   // bytes/s; 0 until one has.
   std::atomic<double> send_bytes_per_s_{0};

@@ -1,5 +1,6 @@
 // Communicator::Average and the two exchanges that make its rounds agree: the commit vote of each
 // attempt and the reconciliation that opens each epoch (averaging.h).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -107,6 +108,13 @@ void Communicator::Reconcile(const std::shared_ptr<const Group>& g) {
   ledger_.verdict_epoch = g->epoch;
   ledger_.verdict_round = mine.committed;
   RoundStanding& s = ledger_.standing;
+  if (s.newcomer) {
+    // From now on this rank counts rounds with the group.
+    s.newcomer = false;
+    s.committed = RoundsAfter(all);
+    Logf("comm", "rank %d: joins the averaging at round %d", id_, s.committed);
+    return;
+  }
   // Unless the round moved on meanwhile (an attempt of this epoch committed by its vote).
   if (*verdict == RoundVerdict::kNone || s.committed != mine.committed || !s.in_round) return;
   Logf("comm", "rank %d: averaging round %d: %s at epoch %d", id_, mine.committed,
@@ -119,8 +127,44 @@ void Communicator::Reconcile(const std::shared_ptr<const Group>& g) {
   }
 }
 
+absl::Status Communicator::PrepareAttempt(CollectiveContext& ctx,
+                                          const std::vector<CallDescriptor>& all,
+                                          AveragingAttempt* attempt) {
+  attempt->weights.clear();
+  std::vector<uint8_t> stale;
+  for (const CallDescriptor& d : all) {
+    attempt->weights.push_back(d.weight);
+    stale.push_back(d.stale ? 1 : 0);
+  }
+  if (attempt->state == nullptr || std::find(stale.begin(), stale.end(), 1) == stale.end()) {
+    return absl::OkStatus();
+  }
+  absl::Status s = TransferState(ctx, stale, *attempt->state, &attempt->download);
+  if (s.ok() && attempt->stale) {
+    const StateDownload& d = attempt->download;
+    Logf("comm",
+         "rank %d: downloaded the members' state: %d of %d parts, %d bytes from %d "
+         "members in %s",
+         id_, d.parts_downloaded, d.parts, d.bytes, d.sources.size(), absl::FormatDuration(d.time));
+    MutexLock lock(&mu_);
+    state_stale_ = false;
+  }
+  return s;
+}
+
+bool Communicator::state_stale() const {
+  MutexLock lock(&mu_);
+  return state_stale_;
+}
+
+uint64_t Communicator::averaging_rounds() const {
+  MutexLock lock(&mu_);
+  return ledger_.standing.committed;
+}
+
 absl::StatusOr<AverageOutcome> Communicator::Average(const Buffer& buffer, double weight,
-                                                     const CallOptions& call) {
+                                                     const CallOptions& call,
+                                                     const SharedState* state) {
   if (buffer.dtype != DType::kF32 && buffer.dtype != DType::kF64) {
     return absl::InvalidArgumentError(
         absl::StrFormat("Average takes float or double buffers, not %s", DTypeName(buffer.dtype)));
@@ -135,8 +179,11 @@ absl::StatusOr<AverageOutcome> Communicator::Average(const Buffer& buffer, doubl
   const std::vector<uint8_t> original(buffer.byte_data(), buffer.byte_data() + bytes);
   std::vector<uint8_t> sum(bytes);
   AverageOutcome outcome;
+  // A rank whose state is stale computed `buffer` from it: it adds nothing to this round.
+  bool round_stale;
   {
     MutexLock lock(&mu_);
+    round_stale = state != nullptr && state_stale_;
     RoundStanding& s = ledger_.standing;
     if (s.in_round) return absl::FailedPreconditionError("another Average is in progress");
     s.in_round = true;
@@ -177,13 +224,26 @@ absl::StatusOr<AverageOutcome> Communicator::Average(const Buffer& buffer, doubl
       ledger_.standing.attempt_epoch = g->epoch;
     }
     ++outcome.attempts;
-    ScaleBuffer(buffer.dtype, original.data(), sum.data(), buffer.count, weight, /*divide=*/false);
-    AveragingAttempt attempt{.round = outcome.round, .weight = weight};
+    if (round_stale) {
+      std::memset(sum.data(), 0, bytes);  // Not 0 * buffer, which keeps NaNs.
+    } else {
+      ScaleBuffer(buffer.dtype, original.data(), sum.data(), buffer.count, weight,
+                  /*divide=*/false);
+    }
+    AveragingAttempt attempt{.round = outcome.round,
+                             .weight = round_stale ? 0.0 : weight,
+                             .state = state,
+                             .stale = state_stale()};
     const Buffer work_buffer{sum.data(), buffer.count, buffer.dtype};
     std::shared_ptr<Work> work =
         LaunchAllReduce(g, work_buffer, work_buffer, ReduceOp::kSum, call, &attempt);
     const absl::Status status = work->Wait();
     outcome.report = work->report();
+    if (attempt.download.parts > 0) {
+      const uint64_t before = outcome.state_download.bytes;
+      outcome.state_download = attempt.download;
+      outcome.state_download.bytes += before;  // A resumed download counts both attempts.
+    }
     if (attempt.committed) return finish(g->epoch, g->ids, attempt.weights);
     if (!IsMembershipChanged(status)) {
       leave_round();

@@ -1,5 +1,6 @@
 #include "collectives/group.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -16,12 +17,16 @@ std::shared_ptr<const Group> Group::Make(
     if (!p.alive && p.rank != self_id) continue;
     if (p.rank == self_id) g->rank = g->size();
     g->ids.push_back(p.rank);
-    g->channels.push_back(p.rank == self_id ? nullptr : world_channels[p.rank]);
+    g->channels.push_back(p.rank == self_id ? nullptr : world_channels.at(p.rank));
     g->peers.peers.push_back(p);
     g->zone_of.push_back(zones.emplace(p.zone, static_cast<int>(zones.size())).first->second);
   }
   g->peers.world_size = g->size();
-  if (world_links.measured()) {
+  // A member that joined after the last probe has no measured links: the group plans without.
+  const bool all_measured =
+      world_links.measured() &&
+      std::all_of(g->ids.begin(), g->ids.end(), [&](int id) { return id < world_links.size; });
+  if (all_measured) {
     LinkMatrix links;
     const int n = g->size();
     links.size = n;
@@ -46,11 +51,16 @@ std::shared_ptr<const Group> Group::WithLinks(LinkMatrix links) const {
 }
 
 LinkMatrix Group::ToWorld(const LinkMatrix& world, int world_size) const {
-  LinkMatrix out = world;
-  if (!out.measured()) {
-    out.size = world_size;
-    out.rtt_ms.assign(world_size * world_size, 0.0);
-    out.mbit.assign(world_size * world_size, 0.0);
+  LinkMatrix out;
+  out.size = world_size;
+  out.rtt_ms.assign(world_size * world_size, 0.0);
+  out.mbit.assign(world_size * world_size, 0.0);
+  // What was measured before, among ids that existed then.
+  for (int a = 0; a < std::min(world.size, world_size); ++a) {
+    for (int b = 0; b < std::min(world.size, world_size); ++b) {
+      out.rtt_ms[a * world_size + b] = world.rtt(a, b);
+      out.mbit[a * world_size + b] = world.rate(a, b);
+    }
   }
   out.auto_codec_bytes_per_s = links->auto_codec_bytes_per_s;
   const int n = size();

@@ -232,7 +232,7 @@ absl::Status Communicator::ProbeLinks() {
     return MembershipChangedError(g->epoch, group_->epoch, "the membership changed while probing");
   }
   group_ = g->WithLinks(std::move(matrix));
-  world_links_ = group_->ToWorld(world_links_, world_size_);
+  world_links_ = group_->ToWorld(world_links_, static_cast<int>(world_channels_.size()));
   return absl::OkStatus();
 }
 

@@ -20,7 +20,12 @@ absl::Duration EpochWait(const Options& options) {
 }  // namespace
 
 void Communicator::DiscardEpochsBefore(uint32_t epoch, const absl::Status& why) {
-  for (const auto& channel : world_channels_) {
+  std::vector<std::shared_ptr<Channel>> channels;
+  {
+    MutexLock lock(&mu_);
+    channels = world_channels_;
+  }
+  for (const auto& channel : channels) {
     if (channel != nullptr) channel->DiscardTagsBelow(EpochTagFloor(epoch), why);
   }
 }
@@ -39,22 +44,57 @@ void Communicator::OnPeerLost(int id, const absl::Status& why) {
   failures_to_report_.push_back({id, std::string(why.message())});
 }
 
+void Communicator::ExpectJoiners(const PeerTable& table) {
+  if (transport_ == nullptr) return;
+  std::vector<PeerAddress> joiners;
+  {
+    MutexLock lock(&mu_);
+    for (const PeerEntry& p : table.peers) {
+      const bool known =
+          p.rank < static_cast<int>(world_channels_.size()) && world_channels_[p.rank] != nullptr;
+      // A member this rank never heard joining (a table it missed) is expected the same way.
+      if ((p.joining || p.alive) && p.rank != id_ && !known) {
+        joiners.push_back(PeerAddress{p.rank, p.address, table.Describe(p.rank)});
+      }
+    }
+  }
+  if (joiners.empty()) return;
+  std::vector<std::shared_ptr<Channel>> channels = transport_->ExpectPeers(joiners);
+  MutexLock lock(&mu_);
+  for (size_t i = 0; i < joiners.size(); ++i) {
+    channels[i]->SetActiveStreams(stream_choice_.streams);
+    const int id = joiners[i].rank;
+    if (static_cast<int>(world_channels_.size()) <= id) world_channels_.resize(id + 1);
+    world_channels_[id] = channels[i];
+    Logf("comm", "rank %d: %s is joining; waiting for its connections", id_,
+         joiners[i].description);
+  }
+}
+
 void Communicator::ApplyMembership(const PeerTable& table) {
+  ExpectJoiners(table);
   std::shared_ptr<const Group> g;  // The epoch this table ends.
+  std::vector<std::shared_ptr<Channel>> channels;
   {
     MutexLock lock(&mu_);
     if (table.epoch <= world_table_.epoch || !broken_.ok()) return;
     world_table_ = table;
     g = group_;
+    channels = world_channels_;
   }
-  std::vector<std::string> lost;
+  std::vector<std::string> changes;
   for (int id : g->ids) {
     const PeerEntry& entry = table.peers[id];
     if (!entry.alive && entry.failure != "left") {
-      lost.push_back(absl::StrFormat("%s failed: %s", table.Describe(id), entry.failure));
+      changes.push_back(absl::StrFormat("%s failed: %s", table.Describe(id), entry.failure));
     }
   }
-  const std::string cause = lost.empty() ? "members left" : absl::StrJoin(lost, "; ");
+  for (int id : table.Members()) {
+    if (std::find(g->ids.begin(), g->ids.end(), id) == g->ids.end()) {
+      changes.push_back(absl::StrFormat("%s joined", table.Describe(id)));
+    }
+  }
+  const std::string cause = changes.empty() ? "members left" : absl::StrJoin(changes, "; ");
   {
     MutexLock lock(&mu_);
     epoch_causes_[table.epoch] = cause;
@@ -64,10 +104,10 @@ void Communicator::ApplyMembership(const PeerTable& table) {
   int alive = 0;
   for (const PeerEntry& p : table.peers) {
     alive += p.alive ? 1 : 0;
-    const bool removed = !p.alive && p.failure != "left" && p.rank != id_;
-    if (removed && world_channels_[p.rank] != nullptr) {
+    const bool removed = !p.alive && !p.joining && p.failure != "left" && p.rank != id_;
+    if (removed && p.rank < static_cast<int>(channels.size()) && channels[p.rank] != nullptr) {
       // Tells a member that is alive but was declared failed why nobody talks to it any more.
-      world_channels_[p.rank]->Close(
+      channels[p.rank]->Close(
           absl::UnavailableError(absl::StrFormat("%s was removed from the group at epoch %d: %s",
                                                  table.Describe(p.rank), table.epoch, p.failure)));
     }
@@ -148,13 +188,15 @@ void Communicator::MembershipLoop() {
 void Communicator::Adopt() {
   PeerTable table;
   LinkMatrix links;
+  std::vector<std::shared_ptr<Channel>> channels;
   {
     MutexLock lock(&mu_);
     table = world_table_;
     links = world_links_;
+    channels = world_channels_;
   }
   const absl::Time start = absl::Now();
-  std::shared_ptr<const Group> g = Group::Make(table, id_, world_channels_, links);
+  std::shared_ptr<const Group> g = Group::Make(table, id_, channels, links);
   {
     MutexLock lock(&mu_);
     group_ = g;

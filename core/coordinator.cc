@@ -24,6 +24,7 @@ struct Coordinator::Connection {
   absl::Time challenged;  // When the challenge went out: its answer times the round trip.
   absl::Duration heartbeat_timeout;
   bool evicted = false;  // Declared failed while connected: what it sends is ignored.
+  bool waiting = false;  // A join into a running group, held until there is room (HandleLateJoin).
   std::vector<uint8_t> out;
   size_t out_offset = 0;
   // After an error: what is queued is flushed, the write side shut down, input discarded, and the
@@ -259,6 +260,10 @@ void Coordinator::Reject(Connection& c, const std::string& reason) {
 
 absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
   if (c.evicted) return absl::OkStatus();
+  if (c.waiting) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("sent %s while waiting to be admitted", FrameTypeName(frame.header.type)));
+  }
   if (c.rank < 0) {
     if (frame.header.type != FrameType::kJoin) {
       return absl::FailedPreconditionError(
@@ -275,17 +280,23 @@ absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
       {
         MutexLock lock(&mu_);
         table_.peers[rank].alive = false;
+        table_.peers[rank].joining = false;
         table_.peers[rank].failure = "left";
       }
       rank_fd_[rank] = -1;
       c.rank = -2;  // Departed cleanly: closing the socket is not a failure.
-      ++departed_;
-      if (departed_ == config_.world_size) {
-        MutexLock lock(&mu_);
-        finished_ = true;
-      }
+      NoteDeparture();
+      if (rank == joining_) joining_ = -1;
+      AdmitWaitingJoin();  // Its place is free.
       return absl::OkStatus();
     }
+    case FrameType::kJoinReady:
+      if (c.rank != joining_) {
+        return absl::FailedPreconditionError(
+            absl::StrFormat("rank %d said it is ready to join, but it is not joining", c.rank));
+      }
+      FinishJoin(c);
+      return absl::OkStatus();
     case FrameType::kSuspect: {
       absl::StatusOr<Suspicion> m = Suspicion::Parse(frame.payload);
       if (!m.ok()) return m.status();
@@ -341,10 +352,14 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
     return absl::UnavailableError(
         "this coordinator is rebuilding a running group from its ranks; try again later");
   }
+  if (table().epoch > 0) {
+    HandleLateJoin(c, *join);
+    return absl::OkStatus();
+  }
   int rank = join->rank;
   {
     MutexLock lock(&mu_);
-    if (table_.epoch > 0 || joined_ == config_.world_size) {
+    if (joined_ == config_.world_size) {
       return absl::ResourceExhaustedError(
           absl::StrFormat("world '%s' is full (%d of %d ranks joined)", config_.world_id, joined_,
                           config_.world_size));
@@ -382,19 +397,26 @@ void Coordinator::Admit(Connection& c, int rank, const JoinRequest& join) {
   c.rank = rank;
   c.heartbeat_timeout = HeartbeatTimeout(config_.heartbeat_timeout, absl::Now() - c.challenged);
   ++joined_;
-  Welcome welcome{rank, config_.world_size,
+  Welcome welcome{rank, ids_given(),
                   ComputeProof(config_.token, kWelcomeLabel, {join.nonce, c.nonce})};
   Send(c, FrameType::kWelcome, welcome.Serialize());
 }
 
 absl::Status Coordinator::HandleRejoin(Connection& c, const JoinRequest& join) {
   const int rank = join.rank;
-  if (rank < 0 || rank >= config_.world_size) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("rank %d is outside a world of %d ranks", rank, config_.world_size));
+  // Ids past world_size belong to ranks that joined the running group before the restart.
+  constexpr int kMaxIds = 1 << 16;
+  if (rank < 0 || rank >= kMaxIds) {
+    return absl::InvalidArgumentError(absl::StrFormat("rank %d is not a valid id", rank));
   }
   {
     MutexLock lock(&mu_);
+    while (static_cast<int>(table_.peers.size()) <= rank) {
+      const int id = static_cast<int>(table_.peers.size());
+      table_.peers.push_back(PeerEntry{id, "", "", "", false, "not back yet"});
+      table_.world_size = id + 1;
+      rank_fd_.push_back(-1);
+    }
     if (table_.epoch > 0 || rank_fd_[rank] >= 0) {
       // This coordinator has run the group all along: whoever lost it was declared failed.
       return absl::FailedPreconditionError(
@@ -423,7 +445,9 @@ void Coordinator::FinishRecovery(bool deadline_passed) {
   if (!recovering_) return;
   std::vector<int> missing;
   for (int id : recovery_members_) {
-    if (id >= 0 && id < config_.world_size && rank_fd_[id] < 0) missing.push_back(id);
+    if (id >= 0 && id < static_cast<int>(rank_fd_.size()) && rank_fd_[id] < 0) {
+      missing.push_back(id);
+    }
   }
   if (!missing.empty() && !deadline_passed) return;
   recovering_ = false;
@@ -446,6 +470,73 @@ void Coordinator::FinishRecovery(bool deadline_passed) {
   Logf("coordinator", "rebuilt the group at epoch %d: %d ranks came back, %d did not",
        table().epoch, joined_, missing.size());
   PublishTable();
+  AdmitWaitingJoin();
+}
+
+void Coordinator::HandleLateJoin(Connection& c, const JoinRequest& join) {
+  c.waiting = true;
+  waiting_joins_.emplace_back(c.fd.get(), join);
+  Logf("coordinator", "%s (zone %s) asks to join the running group", c.peer, join.zone);
+  AdmitWaitingJoin();
+}
+
+void Coordinator::AdmitWaitingJoin() {
+  const int max_ranks = config_.max_ranks > 0 ? config_.max_ranks : config_.world_size;
+  while (joining_ < 0 && !recovering_ && !waiting_joins_.empty()) {
+    int live;
+    {
+      MutexLock lock(&mu_);
+      live = static_cast<int>(table_.Members().size());
+    }
+    if (live >= max_ranks) return;  // Held until a member leaves or fails.
+    auto [fd, join] = std::move(waiting_joins_.front());
+    waiting_joins_.pop_front();
+    Connection& c = *connections_.at(fd);  // Drop takes a closed connection off the queue.
+    c.waiting = false;
+    int id;
+    {
+      MutexLock lock(&mu_);
+      id = static_cast<int>(table_.peers.size());
+      PeerEntry entry{id, join.address, join.zone, join.hostname, false, ""};
+      entry.joining = true;
+      table_.peers.push_back(entry);
+      table_.world_size = id + 1;
+    }
+    rank_fd_.push_back(-1);
+    joining_ = id;
+    Admit(c, id, join);
+    Logf("coordinator", "rank %d joins the running group from %s (zone %s, transport %s); %d live",
+         id, c.peer, join.zone, join.address, live);
+    PublishTable();  // Same epoch: the members expect its connections, it learns who they are.
+  }
+}
+
+void Coordinator::FinishJoin(Connection& c) {
+  uint32_t epoch;
+  {
+    MutexLock lock(&mu_);
+    PeerEntry& p = table_.peers[c.rank];
+    p.joining = false;
+    p.alive = true;
+    epoch = ++table_.epoch;
+  }
+  joining_ = -1;
+  Logf("coordinator", "rank %d joined the group; epoch %d", c.rank, epoch);
+  PublishTable();
+  AdmitWaitingJoin();
+}
+
+int Coordinator::ids_given() const {
+  MutexLock lock(&mu_);
+  return static_cast<int>(table_.peers.size());
+}
+
+void Coordinator::NoteDeparture() {
+  ++departed_;
+  if (departed_ == ids_given()) {
+    MutexLock lock(&mu_);
+    finished_ = true;
+  }
 }
 
 void Coordinator::PublishTable() {
@@ -479,8 +570,22 @@ void Coordinator::Drop(int fd, const std::string& reason) {
   const bool evicted = it->second->evicted;  // Its failure was declared already.
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
   connections_.erase(it);
+  std::erase_if(waiting_joins_, [fd](const auto& waiting) { return waiting.first == fd; });
   if (rank < 0 || evicted) return;
   rank_fd_[rank] = -1;
+  if (rank == joining_) {
+    {
+      MutexLock lock(&mu_);
+      table_.peers[rank].joining = false;
+      table_.peers[rank].failure = absl::StrFormat("left before it joined: %s", reason);
+    }
+    Logf("coordinator", "rank %d left before it joined: %s", rank, reason);
+    joining_ = -1;
+    NoteDeparture();
+    PublishTable();  // The members close what it had opened.
+    AdmitWaitingJoin();
+    return;
+  }
   bool forming;
   uint32_t epoch;
   {
@@ -501,7 +606,7 @@ void Coordinator::Drop(int fd, const std::string& reason) {
 void Coordinator::DeclareFailed(int rank, uint32_t epoch, const std::string& reason) {
   {
     MutexLock lock(&mu_);
-    if (rank < 0 || rank >= config_.world_size || epoch != table_.epoch ||
+    if (rank < 0 || rank >= static_cast<int>(table_.peers.size()) || epoch != table_.epoch ||
         !table_.peers[rank].alive) {
       return;  // Already handled, or about an epoch that ended.
     }
@@ -516,10 +621,11 @@ void Coordinator::DeclareFailed(int rank, uint32_t epoch, const std::string& rea
     connections_[fd]->evicted = true;
     rank_fd_[rank] = -1;
   }
-  if (departed_ == config_.world_size) {
+  if (departed_ == ids_given()) {
     MutexLock lock(&mu_);
     finished_ = true;
   }
+  AdmitWaitingJoin();  // A slot is free.
 }
 
 void Coordinator::CheckTimers() {
@@ -528,7 +634,7 @@ void Coordinator::CheckTimers() {
   for (auto& [fd, c] : connections_) {
     if (c->closing) {
       if (now >= c->drop_at) expired.emplace_back(fd, "closed after error");
-    } else if (c->rank == -1 && now > c->handshake_deadline) {
+    } else if (c->rank == -1 && !c->waiting && now > c->handshake_deadline) {
       expired.emplace_back(fd, "handshake timed out");
     } else if (c->rank >= 0 && !c->evicted && now - c->last_seen > c->heartbeat_timeout) {
       expired.emplace_back(

@@ -1,6 +1,7 @@
 #ifndef HMC_CORE_COORDINATOR_H_
 #define HMC_CORE_COORDINATOR_H_
 
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -26,10 +27,16 @@ struct CoordinatorConfig {
   absl::Duration handshake_timeout = absl::Seconds(10);
   // Zero: each rank's from its connection's round trip (HeartbeatTimeout).
   absl::Duration heartbeat_timeout = absl::ZeroDuration();
+  // The most live members a running group may have; 0: world_size. A rank that joins a full
+  // group waits (until its own connect deadline) for a member to leave or fail.
+  int max_ranks = 0;
 };
 
 // The "queen": assigns ranks, holds the peer table and a small key-value store, watches heartbeats
-// and publishes membership epochs. It never carries collective data. One thread serves every
+// and publishes membership epochs. The first epoch forms when `world_size` ranks joined; after
+// that, a rank that joins gets the next unused stable id and, one joiner at a time, is announced
+// to the members (same epoch, entry `joining`), connects to them, says it is ready, and becomes a
+// member in the next epoch. It never carries collective data. One thread serves every
 // connection with epoll; a connection that sends anything malformed is answered with an error
 // frame, logged with its address, and closed, while the others keep being served.
 class Coordinator {
@@ -62,6 +69,12 @@ class Coordinator {
   void Send(Connection& c, FrameType type, const std::vector<uint8_t>& payload);
   absl::Status Handle(Connection& c, const Frame& frame);
   absl::Status HandleJoin(Connection& c, const Frame& frame);
+  // A join after the first epoch formed: admitted now or held until there is room.
+  void HandleLateJoin(Connection& c, const JoinRequest& join);
+  // Admits the oldest held join if the group has room and nobody else is joining.
+  void AdmitWaitingJoin();
+  // The joining rank reached every member: the next epoch includes it.
+  void FinishJoin(Connection& c);
   // A rank of a running group coming back to this (restarted) coordinator.
   absl::Status HandleRejoin(Connection& c, const JoinRequest& join);
   // Gives `rank` to connection `c` and welcomes it.
@@ -75,6 +88,10 @@ class Coordinator {
   // epoch the reporter saw it fail in) has already ended.
   void DeclareFailed(int rank, uint32_t epoch, const std::string& reason);
   void CheckTimers();
+  // Every id the world has given out (the first world_size, then joiners).
+  int ids_given() const;
+  // Marks every id gone (left or failed) once all are.
+  void NoteDeparture();
   void PublishTable();
   void AnswerGets(const std::string& key);
 
@@ -92,6 +109,8 @@ class Coordinator {
   std::vector<int> rank_fd_;  // Connection of each joined rank, -1 when none.
   int joined_ = 0;
   int departed_ = 0;  // Ranks that left or failed after the world was complete.
+  int joining_ = -1;  // The id of the rank joining the running group now, if any.
+  std::deque<std::pair<int, JoinRequest>> waiting_joins_;  // Connection and its request.
   // A restarted coordinator rebuilding a running group (HandleRejoin).
   bool recovering_ = false;
   uint32_t recovery_epoch_ = 0;

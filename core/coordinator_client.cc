@@ -105,6 +105,13 @@ absl::StatusOr<Welcome> CoordinatorClient::Handshake(int fd, const std::string& 
         absl::StrFormat("coordinator %s: sending join: %s", coordinator_, s.message()));
   }
   absl::StatusOr<Frame> reply = ReadControlFrame(fd, deadline);
+  if (!reply.ok() && epoch == 0 && absl::IsDeadlineExceeded(reply.status())) {
+    // A running group holds a join while it has max_ranks members or another rank is joining.
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "coordinator %s did not admit this rank before the deadline (a running group admits a "
+        "rank when it has room for it, max_ranks)",
+        coordinator_));
+  }
   if (!reply.ok()) {
     return absl::UnavailableError(absl::StrFormat("coordinator %s: no answer to join: %s",
                                                   coordinator_, reply.status().message()));
@@ -138,9 +145,7 @@ absl::Status CoordinatorClient::Reconnect() {
     MutexLock lock(&mu_);
     if (table_.has_value()) {
       epoch = table_->epoch;
-      for (const PeerEntry& p : table_->peers) {
-        if (p.alive) members.push_back(p.rank);
-      }
+      for (int id : table_->Members()) members.push_back(id);
     }
   }
   if (epoch == 0) return absl::UnavailableError("lost before the group was complete");
@@ -314,6 +319,30 @@ absl::StatusOr<PeerTable> CoordinatorClient::WaitForPeers(absl::Time deadline) {
   }
   if (!table_.has_value()) return broken_;
   return *table_;
+}
+
+absl::StatusOr<PeerTable> CoordinatorClient::FinishJoin(absl::Time deadline) {
+  if (absl::Status s = Write(FrameType::kJoinReady, {}, deadline); !s.ok()) return s;
+  MutexLock lock(&mu_);
+  auto decided = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return !broken_.ok() || !table_->peers[rank_].joining;
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&decided), deadline)) {
+    return absl::DeadlineExceededError(
+        absl::StrFormat("rank %d: coordinator %s did not make it a member before the deadline",
+                        rank_, coordinator_));
+  }
+  if (!broken_.ok()) return broken_;
+  if (!table_->peers[rank_].alive) {
+    return absl::UnavailableError(absl::StrFormat("rank %d could not join the group: %s", rank_,
+                                                  table_->peers[rank_].failure));
+  }
+  return *table_;
+}
+
+PeerTable CoordinatorClient::table() const {
+  MutexLock lock(&mu_);
+  return table_.value_or(PeerTable{});
 }
 
 void CoordinatorClient::SetMembershipCallback(MembershipCallback callback) {

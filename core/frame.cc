@@ -28,7 +28,7 @@ T Get(const uint8_t* in, size_t& offset) {
 
 bool IsKnownType(uint8_t raw) {
   return (raw >= static_cast<uint8_t>(FrameType::kChallenge) &&
-          raw <= static_cast<uint8_t>(FrameType::kSuspect)) ||
+          raw <= static_cast<uint8_t>(FrameType::kJoinReady)) ||
          (raw >= static_cast<uint8_t>(FrameType::kPeerChallenge) &&
           raw <= static_cast<uint8_t>(FrameType::kRendezvousDone));
 }
@@ -61,6 +61,8 @@ absl::string_view FrameTypeName(FrameType type) {
       return "leave";
     case FrameType::kSuspect:
       return "suspect";
+    case FrameType::kJoinReady:
+      return "join-ready";
     case FrameType::kPeerChallenge:
       return "peer-challenge";
     case FrameType::kPeerHello:

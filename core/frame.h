@@ -31,7 +31,8 @@ enum class FrameType : uint8_t {
   kKvValue = 8,
   kHeartbeat = 9,
   kLeave = 10,
-  kSuspect = 11,  // client -> server: a peer failed on the data path (Suspicion).
+  kSuspect = 11,    // client -> server: a peer failed on the data path (Suspicion).
+  kJoinReady = 12,  // client -> server: a rank joining a running group reached every member.
   // Peer-to-peer transport.
   kPeerChallenge = 16,
   kPeerHello = 17,

@@ -15,7 +15,7 @@ std::vector<uint8_t> PeerTable::Serialize() const {
     w.PutString(p.address);
     w.PutString(p.zone);
     w.PutString(p.hostname);
-    w.Put<uint8_t>(p.alive ? 1 : 0);
+    w.Put<uint8_t>(p.alive ? 1 : p.joining ? 2 : 0);
     w.PutString(p.failure);
   }
   return w.bytes();
@@ -37,13 +37,24 @@ absl::StatusOr<PeerTable> PeerTable::Parse(std::span<const uint8_t> bytes) {
     p.address = r.GetString();
     p.zone = r.GetString();
     p.hostname = r.GetString();
-    p.alive = r.Get<uint8_t>() != 0;
+    const uint8_t state = r.Get<uint8_t>();
+    if (state > 2) return absl::DataLossError("peer table: unknown member state");
+    p.alive = state == 1;
+    p.joining = state == 2;
     p.failure = r.GetString();
     if (p.rank != static_cast<int>(i)) return absl::DataLossError("peer table: ranks out of order");
     table.peers.push_back(std::move(p));
   }
   if (!r.done()) return absl::DataLossError("peer table: truncated or trailing bytes");
   return table;
+}
+
+std::vector<int> PeerTable::Members() const {
+  std::vector<int> ids;
+  for (const PeerEntry& p : peers) {
+    if (p.alive) ids.push_back(p.rank);
+  }
+  return ids;
 }
 
 std::string PeerTable::Describe(int rank) const {

@@ -17,6 +17,9 @@ struct PeerEntry {
   std::string hostname;
   bool alive = true;
   std::string failure;  // Why the coordinator declared it failed; empty while alive.
+  // Admitted into a running group but not yet a member: it is connecting to the members, and
+  // becomes one in the next epoch (alive) or is dropped.
+  bool joining = false;
 };
 
 // The coordinator's view of the world at one membership epoch.
@@ -24,6 +27,9 @@ struct PeerTable {
   uint32_t epoch = 0;
   int world_size = 0;
   std::vector<PeerEntry> peers;  // Indexed by rank.
+
+  // The live members' stable ids, in order.
+  std::vector<int> Members() const;
 
   std::vector<uint8_t> Serialize() const;
   static absl::StatusOr<PeerTable> Parse(std::span<const uint8_t> bytes);

@@ -83,11 +83,17 @@ class Transport {
   virtual ~Transport() = default;
   // The address peers reach this rank at, as published through the coordinator.
   virtual std::string address() const = 0;
-  // Connects to every peer (entries for every rank including this one; this rank's is skipped)
-  // and returns the channels indexed by rank (null at this rank), or an error naming the peers
-  // that did not connect before the deadline.
+  // Connects to every peer (entries for every rank including this one; this rank's is skipped;
+  // ranks not listed, such as members that left, get no channel) and returns the channels
+  // indexed by rank (null at this rank and unlisted ones), or an error naming the peers that did
+  // not connect before the deadline.
   virtual absl::StatusOr<std::vector<std::shared_ptr<Channel>>> ConnectAll(
       int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) = 0;
+  // Channels to ranks that join after ConnectAll (stable ids above every rank connected so far):
+  // they connect here, as the higher rank of each pair does. A stream that arrives before its
+  // rank is expected waits for this call. Returns the channels in the order of `peers`.
+  virtual std::vector<std::shared_ptr<Channel>> ExpectPeers(
+      const std::vector<PeerAddress>& peers) = 0;
   // Called from the transport's thread when a channel fails (once per channel).
   virtual void SetFailureCallback(FailureCallback callback) = 0;
   // Closes every channel gracefully: what is in flight is delivered and each side says goodbye,

@@ -1,4 +1,5 @@
-// hmc-fault-rank: one rank of the fault harness. Joins the group, then averages --rounds rounds
+// hmc-fault-rank: one rank of the fault harness. Joins the group (or the running group, from the
+// round it is at), then averages up to round --rounds
 // (Communicator::Average, each rank's vector and weight from averaging_rounds.h), retrying a round
 // that ends with "membership changed", and prints each committed round on stdout.
 //
@@ -87,7 +88,8 @@ int main(int argc, char** argv) {
     return CompareWithAllReduce(**comm, values, absl::GetFlag(FLAGS_compare));
   }
   const int rounds = absl::GetFlag(FLAGS_rounds);
-  for (int round = 0; round < rounds; ++round) {
+  // A rank that joined a running group takes up the rounds where the group is.
+  for (int round = static_cast<int>((*comm)->averaging_rounds()); round < rounds; ++round) {
     absl::StatusOr<hmc::AverageOutcome> outcome;
     for (int tries = 0; tries <= absl::GetFlag(FLAGS_max_retries); ++tries) {
       hmc::fault::FillRound(id, round, values);

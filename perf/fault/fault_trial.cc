@@ -72,17 +72,24 @@ const char* FaultName(FaultKind kind) {
       return "coordinator";
     case FaultKind::kCoordinatorRestart:
       return "coordinator-restart";
+    case FaultKind::kJoin:
+      return "join";
+    case FaultKind::kReplace:
+      return "replace";
   }
   return "unknown";
 }
 
 absl::StatusOr<FaultKind> ParseFault(const std::string& name) {
   for (FaultKind kind : {FaultKind::kNone, FaultKind::kKill, FaultKind::kStop, FaultKind::kCut,
-                         FaultKind::kCoordinator, FaultKind::kCoordinatorRestart}) {
+                         FaultKind::kCoordinator, FaultKind::kCoordinatorRestart, FaultKind::kJoin,
+                         FaultKind::kReplace}) {
     if (name == FaultName(kind)) return kind;
   }
   return absl::InvalidArgumentError(absl::StrFormat(
-      "unknown fault '%s' (none, kill, stop, cut, coordinator, coordinator-restart)", name));
+      "unknown fault '%s' (none, kill, stop, cut, coordinator, coordinator-restart, join, "
+      "replace)",
+      name));
 }
 
 absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
@@ -95,7 +102,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   if (spec.fault == FaultKind::kCut) {
     victims = spec.cut_off;
   } else if (spec.fault == FaultKind::kKill || spec.fault == FaultKind::kStop ||
-             spec.fault == FaultKind::kCoordinatorRestart) {
+             spec.fault == FaultKind::kCoordinatorRestart || spec.fault == FaultKind::kReplace) {
     victims.push_back(spec.victim >= 0 ? spec.victim : static_cast<int>(random() % spec.ranks));
   }
   result.victim = victims.empty() ? -1 : victims.front();
@@ -104,6 +111,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   };
   CoordinatorConfig config;
   config.world_size = spec.ranks;
+  config.max_ranks = spec.ranks + (spec.fault == FaultKind::kJoin ? 1 : 0);
   config.token = RandomToken();
   config.bind = spec.coordinator_bind;
   config.heartbeat_timeout = spec.coordinator_heartbeat_timeout > absl::ZeroDuration()
@@ -124,8 +132,10 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   options.timeout = absl::Seconds(60);
   std::vector<Process> ranks;
   std::vector<std::string> outputs;
-  for (int r = 0; r < spec.ranks; ++r) {
-    options.rank = r;
+  // Process r runs rank r; a joiner is the process after the first spec.ranks (its id is the
+  // coordinator's to give).
+  auto spawn = [&](int r) -> absl::Status {
+    options.rank = r < spec.ranks ? r : -1;
     outputs.push_back(absl::StrFormat("%s/fault_rank%d_%d.log", spec.work_dir, r, getpid()));
     std::vector<std::string> argv =
         spec.rank_prefix ? spec.rank_prefix(r) : std::vector<std::string>{};
@@ -138,6 +148,10 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
         Process::Spawn(argv, options.ToEnvironment(), {.output_path = outputs.back()});
     if (!p.ok()) return p.status();
     ranks.push_back(std::move(*p));
+    return absl::OkStatus();
+  };
+  for (int r = 0; r < spec.ranks; ++r) {
+    if (absl::Status s = spawn(r); !s.ok()) return s;
   }
   const absl::Time limit = absl::Now() + spec.limit;
   // The fault lands at a random moment after every rank committed two rounds.
@@ -176,9 +190,14 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
         absl::SleepFor(absl::Milliseconds(10));
       }
       if (still_running(result.victim)) ranks[result.victim].Signal(SIGKILL);
+    } else if (spec.fault == FaultKind::kJoin) {
+      if (absl::Status s = spawn(spec.ranks); !s.ok()) return s;
     } else {
       if (still_running(result.victim)) {
-        ranks[result.victim].Signal(spec.fault == FaultKind::kKill ? SIGKILL : SIGSTOP);
+        ranks[result.victim].Signal(spec.fault == FaultKind::kStop ? SIGSTOP : SIGKILL);
+      }
+      if (spec.fault == FaultKind::kReplace) {
+        if (absl::Status s = spawn(spec.ranks); !s.ok()) return s;
       }
     }
     if (spec.fault == FaultKind::kStop) {
@@ -186,8 +205,9 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
       ranks[result.victim].Signal(SIGCONT);
     }
   }
-  std::vector<int> codes(spec.ranks, -1);
-  for (int r = 0; r < spec.ranks; ++r) {
+  const int processes = static_cast<int>(ranks.size());
+  std::vector<int> codes(processes, -1);
+  for (int r = 0; r < processes; ++r) {
     absl::StatusOr<int> code = ranks[r].Wait(limit);
     if (code.ok()) {
       codes[r] = *code;
@@ -200,7 +220,8 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   // Survivors: every rank but the victim must commit every round; a stopped victim may too.
   std::map<uint64_t, std::vector<std::pair<int, CommittedRound>>> by_round;
   std::vector<int> survivors;
-  for (int r = 0; r < spec.ranks; ++r) {
+  std::vector<uint64_t> first_round(processes, 0);  // A joiner owes the rounds from its first.
+  for (int r = 0; r < processes; ++r) {
     const std::string output = ReadAll(outputs[r]);
     const bool victim = is_victim(r);
     const bool finished = codes[r] == 0;
@@ -213,21 +234,36 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
       result.problems.push_back(absl::StrFormat("stopped rank %d exited %d", r, codes[r]));
     }
     if (finished) survivors.push_back(r);
-    for (const CommittedRound& c : CommittedRounds(output, result.problems, r)) {
+    std::vector<CommittedRound> committed = CommittedRounds(output, result.problems, r);
+    if (r >= spec.ranks) {
+      first_round[r] = committed.empty() ? spec.rounds : committed.front().round;
+      if (committed.empty()) {
+        result.problems.push_back(absl::StrFormat("the joining rank committed no round"));
+      }
+    }
+    for (const CommittedRound& c : committed) {
+      if (r >= spec.ranks && std::none_of(c.contributors.begin(), c.contributors.end(),
+                                          [&](int id) { return id >= spec.ranks; })) {
+        ++result.inconsistent;
+        result.problems.push_back(absl::StrFormat(
+            "the joining rank committed round %d without contributing to it", c.round));
+      }
       by_round[c.round].push_back({r, c});
     }
   }
   for (int round = 0; round < spec.rounds; ++round) {
     const auto& reports = by_round[round];
-    int committed_by_survivors = 0;
+    int committed_by_survivors = 0, owed = 0;
     for (int s : survivors) {
+      if (static_cast<uint64_t>(round) < first_round[s]) continue;
+      ++owed;
       committed_by_survivors += std::count_if(reports.begin(), reports.end(),
                                               [&](const auto& e) { return e.first == s; });
     }
-    if (committed_by_survivors != static_cast<int>(survivors.size())) {
+    if (committed_by_survivors != owed) {
       ++result.lost;
       result.problems.push_back(absl::StrFormat("round %d: committed by %d of %d survivors", round,
-                                                committed_by_survivors, survivors.size()));
+                                                committed_by_survivors, owed));
     } else if (!survivors.empty()) {
       ++result.rounds;
     }

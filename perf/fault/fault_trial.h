@@ -23,6 +23,8 @@ enum class FaultKind {
   // The coordinator goes away and is restarted at the same address; once it has rebuilt the group
   // from the ranks that came back, a random rank is killed, which the new coordinator handles.
   kCoordinatorRestart,
+  kJoin,     // A new rank joins the running group (one more than it started with).
+  kReplace,  // SIGKILL, then a new rank joins in the victim's place, as a restarted spot VM would.
 };
 const char* FaultName(FaultKind kind);
 absl::StatusOr<FaultKind> ParseFault(const std::string& name);
@@ -52,14 +54,15 @@ struct TrialSpec {
 };
 
 struct TrialResult {
-  int victim = -1;        // The rank a kill or stop hit; the first rank cut off.
-  bool hang = false;      // A rank that should have finished had not by the limit.
-  int inconsistent = 0;   // Rounds whose reports differ, or differ from the expected average.
-  int lost = 0;           // Rounds some surviving rank did not commit.
+  int victim = -1;       // The rank a kill or stop hit; the first rank cut off.
+  bool hang = false;     // A rank that should have finished had not by the limit.
+  int inconsistent = 0;  // Rounds whose reports differ, or differ from the expected average.
+  int lost = 0;          // Rounds some surviving rank did not commit (a joiner: from its first on).
   bool too_late = false;  // The victim had finished every round before the fault: no trial.
   int rounds = 0;         // Rounds committed by every survivor.
   // From the fault to the next round every survivor committed (a fault that changes the
-  // membership: in a later epoch than before the fault); infinite without a fault.
+  // membership: in a later epoch than before the fault; with a joiner, one it took part in);
+  // infinite without a fault.
   absl::Duration recovery = absl::InfiniteDuration();
   std::vector<std::string> problems;  // What went wrong, for people.
 };

@@ -1,9 +1,9 @@
 // Fault-tolerant averaging with real processes: a group of hmc-fault-rank processes averages
 // rounds while one rank is killed (SIGKILL) or stopped past the heartbeat timeout (SIGSTOP, then
-// SIGCONT) at a random moment. Every round must be committed by every survivor with the same
-// contributors, weights and result bits, and the result must be the weighted average of the
-// contributors it names, as computed here (perf/fault/fault_trial.cc). A bounded sample of the
-// trials that hmc-fault runs by the hundred.
+// SIGCONT) at a random moment, the coordinator dies or restarts, or a rank joins. Every round must
+// be committed by every survivor with the same contributors, weights and result bits, and the
+// result must be the weighted average of the contributors it names, as computed here
+// (perf/fault/fault_trial.cc). A bounded sample of the trials that hmc-fault runs by the hundred.
 #include <gtest/gtest.h>
 
 #include "tests/fault/expect_clean_trial.h"
@@ -59,6 +59,25 @@ TEST(ElasticAverage, RestartedCoordinatorRebuildsTheGroupAndHandlesTheNextFailur
   spec.rounds = 60;  // Still averaging after the restart and the rebuild.
   ExpectCleanTrial(spec);
 }
+
+// A rank that joins the running group (one over the size it started with) connects to every
+// member, becomes one in the next epoch and contributes from the round the group is at.
+TEST(ElasticAverage, AJoiningRankContributesFromTheGroupsRound) {
+  TrialSpec spec = Spec(FaultKind::kJoin, 51);
+  spec.rounds = 60;  // Still averaging when the joiner arrives.
+  ExpectCleanTrial(spec);
+}
+
+class ReplacedRank : public testing::TestWithParam<uint32_t> {};
+
+// A killed rank's replacement (a new process, as a restarted spot machine) joins the survivors.
+TEST_P(ReplacedRank, TheReplacementJoinsTheSurvivors) {
+  TrialSpec spec = Spec(FaultKind::kReplace, GetParam());
+  spec.rounds = 60;
+  ExpectCleanTrial(spec);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, ReplacedRank, testing::Values(61, 62));
 
 }  // namespace
 }  // namespace hmc::fault

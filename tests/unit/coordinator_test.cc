@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "core/auth.h"
 #include "core/coordinator_client.h"
 #include "core/coordinator_protocol.h"
@@ -23,9 +24,11 @@ using testing_util::SendBytes;
 
 class CoordinatorTest : public testing::Test {
  protected:
-  void StartCoordinator(int world_size, absl::Duration heartbeat_timeout = absl::Seconds(10)) {
+  void StartCoordinator(int world_size, absl::Duration heartbeat_timeout = absl::Seconds(10),
+                        int max_ranks = 0) {
     CoordinatorConfig config;
     config.world_size = world_size;
+    config.max_ranks = max_ranks;
     config.token = "secret";
     config.world_id = "w";
     config.heartbeat_timeout = heartbeat_timeout;
@@ -46,11 +49,12 @@ class CoordinatorTest : public testing::Test {
     return o;
   }
 
-  absl::StatusOr<std::unique_ptr<CoordinatorClient>> Join(const Options& o,
-                                                          const std::string& address = "a:1") {
+  absl::StatusOr<std::unique_ptr<CoordinatorClient>> Join(
+      const Options& o, const std::string& address = "a:1",
+      absl::Duration timeout = absl::Seconds(10)) {
     auto client = CoordinatorClient::Connect(o);
     if (!client.ok()) return client.status();
-    if (absl::Status s = (*client)->Join(address, absl::Now() + absl::Seconds(10)); !s.ok()) {
+    if (absl::Status s = (*client)->Join(address, absl::Now() + timeout); !s.ok()) {
       return s;
     }
     return client;
@@ -126,15 +130,74 @@ TEST_F(CoordinatorTest, RefusesWrongTokenWorldDuplicateAndFullWorld) {
       << wrong_world.status();
   auto member = Join(ClientOptions(0));
   ASSERT_TRUE(member.ok()) << member.status();
-  auto duplicate = Join(ClientOptions(0));
-  ASSERT_FALSE(duplicate.ok());
-  EXPECT_TRUE(absl::StrContains(duplicate.status().message(), "full") ||
-              absl::StrContains(duplicate.status().message(), "duplicate"))
-      << duplicate.status();
-  auto full = Join(ClientOptions());
+  // The group runs with its one rank, at max_ranks: a join waits for room until its deadline.
+  auto full = Join(ClientOptions(), "a:2", absl::Seconds(1));
   ASSERT_FALSE(full.ok());
-  EXPECT_TRUE(absl::StrContains(full.status().message(), "is full (1 of 1")) << full.status();
-  EXPECT_GE(coordinator_->rejections().size(), 4u);
+  EXPECT_TRUE(absl::StrContains(full.status().message(), "did not admit this rank"))
+      << full.status();
+  EXPECT_GE(coordinator_->rejections().size(), 2u);
+}
+
+TEST_F(CoordinatorTest, RankJoiningARunningGroupBecomesAMemberInTheNextEpoch) {
+  StartCoordinator(2, absl::Seconds(10), /*max_ranks=*/3);
+  std::vector<std::unique_ptr<CoordinatorClient>> members;
+  for (int r = 0; r < 2; ++r) {
+    auto c = Join(ClientOptions(r), absl::StrCat("m:", r));
+    ASSERT_TRUE(c.ok()) << c.status();
+    members.push_back(std::move(*c));
+  }
+  ASSERT_TRUE(members[0]->WaitForPeers(absl::Now() + absl::Seconds(10)).ok());
+  // It asks for rank 0, which is taken: a joiner gets the next id.
+  auto joiner = Join(ClientOptions(0), "j:2");
+  ASSERT_TRUE(joiner.ok()) << joiner.status();
+  EXPECT_EQ((*joiner)->rank(), 2);
+  auto announced = (*joiner)->WaitForPeers(absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(announced.ok()) << announced.status();
+  EXPECT_EQ(announced->epoch, 1u);
+  ASSERT_EQ(announced->peers.size(), 3u);
+  EXPECT_TRUE(announced->peers[2].joining);
+  EXPECT_FALSE(announced->peers[2].alive);
+  EXPECT_EQ(announced->peers[2].address, "j:2");
+  auto joined = (*joiner)->FinishJoin(absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(joined.ok()) << joined.status();
+  EXPECT_EQ(joined->epoch, 2u);
+  EXPECT_EQ(joined->Members(), (std::vector<int>{0, 1, 2}));
+  // The members heard of it too.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (members[1]->table().epoch < 2 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(members[1]->table().Members(), (std::vector<int>{0, 1, 2}));
+}
+
+TEST_F(CoordinatorTest, FullGroupHoldsAJoinUntilAMemberLeaves) {
+  StartCoordinator(2);
+  std::vector<std::unique_ptr<CoordinatorClient>> members;
+  for (int r = 0; r < 2; ++r) {
+    auto c = Join(ClientOptions(r));
+    ASSERT_TRUE(c.ok()) << c.status();
+    members.push_back(std::move(*c));
+  }
+  ASSERT_TRUE(members[0]->WaitForPeers(absl::Now() + absl::Seconds(10)).ok());
+  absl::StatusOr<std::unique_ptr<CoordinatorClient>> joiner;
+  std::thread join([&] { joiner = Join(ClientOptions(), "j:2", absl::Seconds(20)); });
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_EQ(coordinator_->table().peers.size(), 2u);  // Held: no id given yet.
+  members[1]->Leave();
+  join.join();
+  ASSERT_TRUE(joiner.ok()) << joiner.status();
+  EXPECT_EQ((*joiner)->rank(), 2);
+  // A joiner that goes away before it is ready leaves the group as it was.
+  joiner->reset();
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (coordinator_->table().peers[2].failure.empty() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const PeerTable table = coordinator_->table();
+  EXPECT_EQ(table.epoch, 1u);
+  EXPECT_FALSE(table.peers[2].alive);
+  EXPECT_FALSE(table.peers[2].joining);
+  EXPECT_EQ(table.Members(), (std::vector<int>{0}));
 }
 
 TEST_F(CoordinatorTest, DuplicateRankWhileForming) {

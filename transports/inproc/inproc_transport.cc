@@ -176,4 +176,13 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> InprocTransport::ConnectAl
   return channels;
 }
 
+std::vector<std::shared_ptr<Channel>> InprocTransport::ExpectPeers(
+    const std::vector<PeerAddress>& peers) {
+  std::vector<std::shared_ptr<Channel>> channels;
+  for (const PeerAddress& p : peers) {
+    channels.push_back(std::make_shared<InprocChannel>(fabric_, rank_, p.rank));
+  }
+  return channels;
+}
+
 }  // namespace hmc

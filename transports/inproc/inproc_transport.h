@@ -45,6 +45,7 @@ class InprocTransport final : public Transport {
   std::string address() const override;
   absl::StatusOr<std::vector<std::shared_ptr<Channel>>> ConnectAll(
       int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) override;
+  std::vector<std::shared_ptr<Channel>> ExpectPeers(const std::vector<PeerAddress>& peers) override;
   void SetFailureCallback(FailureCallback) override {}
   void Shutdown(absl::Time) override {}  // Sends are copied eagerly: nothing is ever in flight.
 

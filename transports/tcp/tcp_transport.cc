@@ -293,17 +293,24 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
 }
 
 absl::Status TcpTransport::AttachInbound(int rank, int stream, UniqueFd fd, bool local) {
-  if (channels_.empty()) {
+  if (!channels_.empty() && rank <= rank_) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "rank %d may not connect to rank %d (the higher rank connects)", rank, rank_));
+  }
+  if (channels_.empty() || rank >= static_cast<int>(channels_.size()) ||
+      channels_[rank] == nullptr) {
+    // Before ConnectAll, or a rank joining the group that this rank has not heard of yet.
+    constexpr size_t kMaxEarlyStreams = 4096;
+    if (early_.size() >= kMaxEarlyStreams) {
+      return absl::ResourceExhaustedError(
+          absl::StrFormat("too many streams from ranks not expected (rank %d)", rank));
+    }
     auto [it, inserted] = early_.try_emplace({rank, stream}, std::make_pair(std::move(fd), local));
     if (!inserted) {
       return absl::AlreadyExistsError(
           absl::StrFormat("duplicate connection from rank %d stream %d", rank, stream));
     }
     return absl::OkStatus();
-  }
-  if (rank <= rank_ || rank >= static_cast<int>(channels_.size())) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "rank %d may not connect to rank %d in a world of %d", rank, rank_, channels_.size()));
   }
   if (absl::Status s = channels_[rank]->AttachStream(stream, std::move(fd), local); !s.ok()) {
     return absl::Status(s.code(), absl::StrFormat("rank %d: %s", rank, s.message()));
@@ -422,13 +429,49 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
   return absl::OkStatus();
 }
 
+void TcpTransport::AttachEarly(int rank) {
+  for (auto it = early_.lower_bound({rank, 0}); it != early_.end() && it->first.first == rank;) {
+    auto [fd, local] = std::move(it->second);
+    const int stream = it->first.second;
+    it = early_.erase(it);
+    if (absl::Status s = AttachInbound(rank, stream, std::move(fd), local); !s.ok()) {
+      MutexLock lock(&mu_);
+      rejections_.push_back(s.ToString());
+    }
+  }
+}
+
+std::vector<std::shared_ptr<Channel>> TcpTransport::ExpectPeers(
+    const std::vector<PeerAddress>& peers) {
+  std::vector<std::shared_ptr<TcpChannel>> made;
+  for (const PeerAddress& p : peers) {
+    made.push_back(std::make_shared<TcpChannel>(p.rank, p.description, config_.limits,
+                                                static_cast<TcpLoop*>(this)));
+  }
+  Post([this, made] {
+    for (const auto& channel : made) {
+      const int rank = channel->peer_rank();
+      if (rank >= static_cast<int>(channels_.size())) channels_.resize(rank + 1);
+      channels_[rank] = channel;
+      AttachEarly(rank);
+    }
+  });
+  return std::vector<std::shared_ptr<Channel>>(made.begin(), made.end());
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
     int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) {
-  if (rank < 0 || rank >= static_cast<int>(peers.size())) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("rank %d outside %d peers", rank, peers.size()));
+  int ids = 0;
+  bool listed = false;
+  for (const PeerAddress& p : peers) {
+    ids = std::max(ids, p.rank + 1);
+    listed = listed || p.rank == rank;
   }
-  std::vector<std::shared_ptr<TcpChannel>> channels(peers.size());
+  if (!listed || rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d is not among the %d peers", rank, peers.size()));
+  }
+  std::vector<std::shared_ptr<TcpChannel>> channels(ids);
   for (const PeerAddress& p : peers) {
     if (p.rank != rank) {
       channels[p.rank] = std::make_shared<TcpChannel>(p.rank, p.description, config_.limits,
@@ -438,15 +481,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
   Post([this, rank, channels] {
     rank_ = rank;
     channels_ = channels;
-    std::map<std::pair<int, int>, std::pair<UniqueFd, bool>> early;
-    early.swap(early_);
-    for (auto& [key, connection] : early) {
-      if (absl::Status s =
-              AttachInbound(key.first, key.second, std::move(connection.first), connection.second);
-          !s.ok()) {
-        MutexLock lock(&mu_);
-        rejections_.push_back(s.ToString());
-      }
+    for (const auto& channel : channels) {
+      if (channel != nullptr) AttachEarly(channel->peer_rank());
     }
     UpdateConnected();
   });

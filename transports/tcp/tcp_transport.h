@@ -49,6 +49,7 @@ class TcpTransport final : public Transport, private TcpLoop {
   std::string tcp_address() const { return address_.ToString(); }
   absl::StatusOr<std::vector<std::shared_ptr<Channel>>> ConnectAll(
       int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) override;
+  std::vector<std::shared_ptr<Channel>> ExpectPeers(const std::vector<PeerAddress>& peers) override;
   void SetFailureCallback(FailureCallback callback) override;
 
   // Says goodbye on every stream and waits (until the deadline) for the peers' goodbyes, so that
@@ -68,6 +69,8 @@ class TcpTransport final : public Transport, private TcpLoop {
   void RejectHandshake(Handshake& h, const std::string& reason);
   void DropHandshake(int fd);
   absl::Status AttachInbound(int rank, int stream, UniqueFd fd, bool local);
+  // Attaches the streams that waited in early_ for `rank`'s channel.
+  void AttachEarly(int rank);
   void CheckHandshakeDeadlines();
   void UpdateConnected();
   absl::Status ConnectStream(const PeerAddress& peer, int rank, int stream, absl::Time deadline);
@@ -98,7 +101,8 @@ class TcpTransport final : public Transport, private TcpLoop {
   int rank_ = -1;
   std::vector<std::shared_ptr<TcpChannel>> channels_;
   std::map<int, std::unique_ptr<Handshake>> handshakes_;
-  // Streams that completed their handshake before ConnectAll created the channels.
+  // Streams that completed their handshake before ConnectAll or ExpectPeers created their
+  // channels.
   std::map<std::pair<int, int>, std::pair<UniqueFd, bool>> early_;  // (fd, local)
   uint64_t unexpected_bytes_ = 0;
   RequestPtr shutdown_request_;

@@ -1,0 +1,68 @@
+#ifndef HMC_COLLECTIVES_STATE_TRANSFER_H_
+#define HMC_COLLECTIVES_STATE_TRANSFER_H_
+
+// State download for ranks that join a running group (Communicator::Average's `state`).
+//
+// Members keep some tensors identical: parameters, optimizer state, a step counter. A rank that
+// joined holds stale ones, so in the first averaging round it takes part in, before the round's
+// all-reduce, it downloads them from the members that hold them. The state is cut into parts
+// (never across tensors); every holder hashes every part (SHA-256) and sends the list; the
+// newcomer checks that the holders agree, hashes its own parts, and asks each holder for a stripe
+// of the parts whose hash differs; every part it receives must match the agreed hash. Parts it
+// already holds, such as those of a download that a holder's failure cut short, are not sent
+// again when the round is retried in the next epoch: the download resumes.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "collectives/collective_context.h"
+#include "core/buffer.h"
+
+namespace hmc {
+
+// Named host tensors with the same names, types and counts on every member.
+struct SharedState {
+  std::vector<std::pair<std::string, Buffer>> tensors;
+
+  size_t bytes() const;
+  // Of the names, types and counts (not the values); 0 for no tensors.
+  uint64_t Fingerprint() const;
+};
+
+// A slice of one tensor of a SharedState.
+struct StatePart {
+  int tensor = 0;
+  size_t offset = 0;  // Bytes into the tensor.
+  size_t bytes = 0;
+};
+
+// The parts of `state`, each at most `part_bytes` long (every member cuts them alike).
+std::vector<StatePart> SplitState(const SharedState& state, size_t part_bytes);
+// How long parts are for `total` bytes striped over `sources` holders: a few parts per holder, so
+// that a resumed download repeats little.
+size_t StatePartBytes(size_t total, int sources);
+
+// What one member's download did.
+struct StateDownload {
+  uint64_t bytes = 0;        // Downloaded.
+  int parts = 0;             // Parts of the state.
+  int parts_downloaded = 0;  // Those fetched; the others matched already.
+  std::vector<int> sources;  // Members (ranks of the call) it fetched from.
+  absl::Duration time;       // Hashing included.
+};
+
+// Within a call of the group: every member passes the same `stale` (by rank of the call). Members
+// with `stale` set download `state` from the others; the others serve it. OK at once when no
+// member is stale, or when every member is (nobody holds a state: each keeps its own). `download`
+// receives what this member fetched.
+absl::Status TransferState(CollectiveContext& ctx, const std::vector<uint8_t>& stale,
+                           const SharedState& state, StateDownload* download);
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_STATE_TRANSFER_H_
