@@ -24,6 +24,9 @@ struct DdpOptions {
   // peer commits with the survivors (weights renormalised to the samples actually averaged) or
   // fails on every survivor alike; no rank ever steps with a gradient the others do not have.
   // Averaging no longer overlaps backward. Float or double parameters, all of one type.
+  // A rank that joined the running group (Communicator::joined_running_group) downloads the
+  // parameters, the tensors given to ShareState and the step count from the members in its first
+  // step, in which its own gradients count for nothing; it does not take rank 0's parameters.
   bool fault_tolerant = false;
 };
 
@@ -55,6 +58,17 @@ class DistributedDataParallel {
   void FinishBackward(double samples = 1);
   // Fault tolerant: the last committed step's contributors and weights.
   const AverageOutcome& last_step() const { return last_step_; }
+  // Fault tolerant: tensors besides the parameters that every rank keeps identical and a joining
+  // rank downloads (optimizer state, see MaterializeOptimizerState; buffers such as batch-norm
+  // statistics). Dense CPU tensors that exist, with the same names and shapes on every rank,
+  // from the first step on. Call before the first step.
+  void ShareState(std::vector<std::pair<std::string, at::Tensor>> tensors);
+  // Fault tolerant: steps the group committed so far; a joining rank has the group's count after
+  // its first step.
+  int64_t step() const { return step_.item<int64_t>(); }
+  // Fault tolerant: whether this rank still has to download the group's state (a joiner before
+  // its first step).
+  bool state_stale() const;
 
   size_t bucket_count() const { return buckets_.size(); }
   Traffic traffic() const { return averager_.traffic(); }
@@ -83,6 +97,9 @@ class DistributedDataParallel {
   const DdpOptions options_;
   at::Tensor all_flat_;  // Fault tolerant: every bucket's flat is a view into it.
   AverageOutcome last_step_;
+  // Fault tolerant: what a joining rank downloads: the parameters, ShareState's tensors, step_.
+  std::vector<std::pair<std::string, at::Tensor>> shared_;
+  at::Tensor step_;
   std::vector<unsigned> hooks_;
   Mutex mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);

@@ -22,14 +22,14 @@ c10::intrusive_ptr<c10::ivalue::Future> GradientAverager::Start(const at::Tensor
   return FutureOf(comm_->AllReduce(*buffer, *buffer, op, call), {flat}, nullptr, meter_);
 }
 
-absl::StatusOr<AverageOutcome> GradientAverager::AverageRound(const at::Tensor& flat,
-                                                              double weight) {
+absl::StatusOr<AverageOutcome> GradientAverager::AverageRound(const at::Tensor& flat, double weight,
+                                                              const SharedState* state) {
   const Buffer buffer{flat.data_ptr(), static_cast<size_t>(flat.numel()),
                       flat.scalar_type() == at::kFloat ? DType::kF32 : DType::kF64};
   CallOptions call;
   call.codec_inter = options_.codec_inter;
   call.codec_intra = options_.codec_intra;
-  absl::StatusOr<AverageOutcome> outcome = comm_->Average(buffer, weight, call);
+  absl::StatusOr<AverageOutcome> outcome = comm_->Average(buffer, weight, call, state);
   if (outcome.ok()) meter_->Add(outcome->report);
   return outcome;
 }

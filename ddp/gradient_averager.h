@@ -35,11 +35,13 @@ class GradientAverager {
                                                 ReduceOp op = ReduceOp::kAvg);
 
   // One fault-tolerant averaging round over `flat` (float or double, dense, CPU), in place,
-  // weighted by `weight` (Communicator::Average), with the codecs per link class.
-  absl::StatusOr<AverageOutcome> AverageRound(const at::Tensor& flat, double weight);
+  // weighted by `weight` (Communicator::Average), with the codecs per link class; `state`: what a
+  // joining rank downloads (null: nothing).
+  absl::StatusOr<AverageOutcome> AverageRound(const at::Tensor& flat, double weight,
+                                              const SharedState* state = nullptr);
 
   Communicator& communicator() { return *comm_; }
-  std::shared_ptr<Communicator> shared_communicator() { return comm_; }
+  std::shared_ptr<Communicator> shared_communicator() const { return comm_; }
   Traffic traffic() const { return meter_->totals(); }
 
  private:

@@ -1,5 +1,7 @@
 #include "perf/fault/averaging_rounds.h"
 
+#include <cstdio>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -60,16 +62,39 @@ absl::StatusOr<CommittedRound> CommittedRound::Parse(const std::string& line) {
   return r;
 }
 
-uint64_t ExpectedHash(uint64_t round, const std::vector<int>& contributors, size_t count) {
+uint64_t ExpectedHash(uint64_t round, const std::vector<int>& contributors,
+                      const std::vector<double>& weights, size_t count) {
   double total_weight = 0;
-  for (int id : contributors) total_weight += RoundWeight(id, round);
+  for (double w : weights) total_weight += w;
   std::vector<float> average(count);
   for (size_t i = 0; i < count; ++i) {
     double sum = 0;  // Exact: a few multiples of 1/4 below 16, times weights up to 4.
-    for (int id : contributors) sum += RoundWeight(id, round) * RoundValue(id, round, i);
+    for (size_t k = 0; k < contributors.size() && k < weights.size(); ++k) {
+      sum += weights[k] * RoundValue(contributors[k], round, i);
+    }
     average[i] = static_cast<float>(sum) / static_cast<float>(total_weight);
   }
   return HashFloats(average);
+}
+
+float InitialState(int id, size_t i, bool joiner) {
+  return joiner ? -1.0f - static_cast<float>(id) : 0.5f * static_cast<float>(i % 8);
+}
+
+void AddRound(const std::vector<float>& average, std::vector<float>& state) {
+  for (size_t i = 0; i < state.size(); ++i) state[i] += average[i % average.size()];
+}
+
+std::string StateLine(uint64_t round, uint64_t hash) {
+  return absl::StrFormat("state round=%d hash=%d", round, hash);
+}
+
+absl::StatusOr<std::pair<uint64_t, uint64_t>> ParseStateLine(const std::string& line) {
+  std::pair<uint64_t, uint64_t> parsed;
+  if (std::sscanf(line.c_str(), "state round=%lu hash=%lu", &parsed.first, &parsed.second) != 2) {
+    return absl::InvalidArgumentError(absl::StrFormat("not a state line: '%s'", line));
+  }
+  return parsed;
 }
 
 }  // namespace hmc::fault

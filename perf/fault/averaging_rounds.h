@@ -37,8 +37,20 @@ struct CommittedRound {
   static absl::StatusOr<CommittedRound> Parse(const std::string& line);
 };
 
-// The hash of the exact weighted average of `contributors`' vectors of `count` elements.
-uint64_t ExpectedHash(uint64_t round, const std::vector<int>& contributors, size_t count);
+// The hash of the exact weighted average of `contributors`' vectors of `count` elements, with
+// the weights a round reports (a joiner adds weight 0 in the round that downloads the state).
+uint64_t ExpectedHash(uint64_t round, const std::vector<int>& contributors,
+                      const std::vector<double>& weights, size_t count);
+
+// The state the ranks keep in step when the harness runs with state: it starts at
+// InitialState on every rank of the first epoch, and each committed round adds the round's
+// average to it. A joiner starts elsewhere and must download it. A line "state round=R hash=H"
+// reports it after round R.
+float InitialState(int id, size_t i, bool joiner);
+void AddRound(const std::vector<float>& average, std::vector<float>& state);
+std::string StateLine(uint64_t round, uint64_t hash);
+// Round and hash of a state line; error if it is not one.
+absl::StatusOr<std::pair<uint64_t, uint64_t>> ParseStateLine(const std::string& line);
 
 }  // namespace hmc::fault
 

@@ -22,6 +22,9 @@ ABSL_FLAG(int, rounds, 30, "Rounds to commit.");
 ABSL_FLAG(int64_t, count, 1 << 18, "Floats per vector.");
 ABSL_FLAG(absl::Duration, pause, absl::Milliseconds(20), "Pause between rounds (the step's work).");
 ABSL_FLAG(int, max_retries, 50, "Membership changes one round may see before the rank gives up.");
+ABSL_FLAG(int64_t, state, 0,
+          "Floats of state every rank keeps in step (each round adds its average to it) and a "
+          "joining rank downloads; 0: none.");
 ABSL_FLAG(int, compare, 0,
           "Instead of the rounds: this many all-reduces (sum) and Average rounds of the same "
           "vector, alternated; rank 0 prints the median time of each (what the commit costs).");
@@ -88,13 +91,22 @@ int main(int argc, char** argv) {
     return CompareWithAllReduce(**comm, values, absl::GetFlag(FLAGS_compare));
   }
   const int rounds = absl::GetFlag(FLAGS_rounds);
+  std::vector<float> model(static_cast<size_t>(absl::GetFlag(FLAGS_state)));
+  for (size_t i = 0; i < model.size(); ++i) {
+    model[i] = hmc::fault::InitialState(id, i, (*comm)->joined_running_group());
+  }
+  int64_t step = 0;
+  const hmc::SharedState state{
+      {{"model", hmc::Buffer{model.data(), model.size(), hmc::DType::kF32}},
+       {"step", hmc::Buffer{&step, 1, hmc::DType::kI64}}}};
   // A rank that joined a running group takes up the rounds where the group is.
   for (int round = static_cast<int>((*comm)->averaging_rounds()); round < rounds; ++round) {
     absl::StatusOr<hmc::AverageOutcome> outcome;
     for (int tries = 0; tries <= absl::GetFlag(FLAGS_max_retries); ++tries) {
       hmc::fault::FillRound(id, round, values);
       outcome = (*comm)->Average(hmc::Buffer{values.data(), values.size(), hmc::DType::kF32},
-                                 hmc::fault::RoundWeight(id, round));
+                                 hmc::fault::RoundWeight(id, round), {},
+                                 model.empty() ? nullptr : &state);
       if (outcome.ok() || !hmc::IsMembershipChanged(outcome.status())) break;
       std::printf("retry round=%d: %s\n", round, std::string(outcome.status().message()).c_str());
     }
@@ -119,6 +131,15 @@ int main(int argc, char** argv) {
                                     hmc::fault::HashFloats(values),
                                     absl::ToUnixMillis(absl::Now())};
     std::printf("%s\n", line.ToLine().c_str());
+    if (!model.empty()) {
+      if (step != round) {
+        std::printf("error round=%d: the state's step is %d\n", round, static_cast<int>(step));
+        return 3;
+      }
+      hmc::fault::AddRound(values, model);
+      ++step;
+      std::printf("%s\n", hmc::fault::StateLine(round, hmc::fault::HashFloats(model)).c_str());
+    }
     std::fflush(stdout);
     absl::SleepFor(absl::GetFlag(FLAGS_pause));
   }

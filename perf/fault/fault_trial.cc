@@ -141,7 +141,8 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
         spec.rank_prefix ? spec.rank_prefix(r) : std::vector<std::string>{};
     for (const std::string& arg : {spec.rank_binary, absl::StrCat("--rounds=", spec.rounds),
                                    absl::StrCat("--count=", spec.count),
-                                   absl::StrCat("--pause=", absl::FormatDuration(spec.pause))}) {
+                                   absl::StrCat("--pause=", absl::FormatDuration(spec.pause)),
+                                   absl::StrCat("--state=", spec.state)}) {
       argv.push_back(arg);
     }
     absl::StatusOr<Process> p =
@@ -221,6 +222,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   std::map<uint64_t, std::vector<std::pair<int, CommittedRound>>> by_round;
   std::vector<int> survivors;
   std::vector<uint64_t> first_round(processes, 0);  // A joiner owes the rounds from its first.
+  std::map<uint64_t, std::vector<std::pair<int, uint64_t>>> state_by_round;  // (rank, hash)
   for (int r = 0; r < processes; ++r) {
     const std::string output = ReadAll(outputs[r]);
     const bool victim = is_victim(r);
@@ -245,10 +247,15 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
       if (r >= spec.ranks && std::none_of(c.contributors.begin(), c.contributors.end(),
                                           [&](int id) { return id >= spec.ranks; })) {
         ++result.inconsistent;
-        result.problems.push_back(absl::StrFormat(
-            "the joining rank committed round %d without contributing to it", c.round));
+        result.problems.push_back(
+            absl::StrFormat("the joining rank committed round %d without being a member", c.round));
       }
       by_round[c.round].push_back({r, c});
+    }
+    for (absl::string_view line : absl::StrSplit(output, '\n')) {
+      if (!absl::StartsWith(line, "state ")) continue;
+      absl::StatusOr<std::pair<uint64_t, uint64_t>> state = ParseStateLine(std::string(line));
+      if (state.ok()) state_by_round[state->first].emplace_back(r, state->second);
     }
   }
   for (int round = 0; round < spec.rounds; ++round) {
@@ -273,15 +280,25 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
       consistent &= c.epoch == first.epoch && c.contributors == first.contributors &&
                     c.weights == first.weights && c.hash == first.hash;
       for (size_t i = 0; i < c.contributors.size() && i < c.weights.size(); ++i) {
-        consistent &= c.weights[i] == RoundWeight(c.contributors[i], round);
+        // With state, a joiner adds nothing to the round in which it downloads the state.
+        const bool downloading = spec.state > 0 && c.contributors[i] >= spec.ranks;
+        consistent &= c.weights[i] == RoundWeight(c.contributors[i], round) ||
+                      (downloading && c.weights[i] == 0);
       }
       consistent &= c.contributors.size() == c.weights.size() &&
-                    c.hash == ExpectedHash(round, c.contributors, spec.count);
+                    c.hash == ExpectedHash(round, c.contributors, c.weights, spec.count);
       if (!consistent) {
         result.problems.push_back(
             absl::StrFormat("round %d: rank %d reports %s", round, rank, c.ToLine()));
         break;
       }
+    }
+    for (const auto& [rank, hash] : state_by_round[round]) {
+      if (hash == state_by_round[round].front().second) continue;
+      consistent = false;
+      result.problems.push_back(absl::StrFormat("round %d: rank %d's state differs from rank %d's",
+                                                round, rank, state_by_round[round].front().first));
+      break;
     }
     if (!consistent) ++result.inconsistent;
   }

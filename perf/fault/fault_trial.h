@@ -35,6 +35,9 @@ struct TrialSpec {
   int ranks = 4;
   int rounds = 20;
   int64_t count = 1 << 16;  // Floats per vector.
+  // Floats of state the ranks keep in step and a joiner downloads (hmc-fault-rank --state); 0:
+  // none. Every rank's state after each round must be the same.
+  int64_t state = 0;
   absl::Duration pause = absl::Milliseconds(20);
   FaultKind fault = FaultKind::kKill;
   int victim = -1;  // -1: chosen at random.

@@ -11,6 +11,9 @@
 //   mismatch  rank 1's model differs: every rank gets an error naming it, none hangs
 //   survive   fault-tolerant DDP helper: the last rank kills itself (SIGKILL) in step 5; the
 //             others' parameters equal one process on the union of the live ranks' batches
+//   rejoin    fault-tolerant DDP helper with Adam: the last rank kills itself in step 5, a
+//             replacement (the same mode, started later) joins, downloads parameters, Adam's
+//             moments and the step count, and trains on; prints a hash of what it holds
 #include <signal.h>
 #include <torch/torch.h>
 
@@ -25,6 +28,7 @@
 #include "ddp/collaborative_optimizer.h"
 #include "ddp/distributed_data_parallel.h"
 #include "ddp/hmc_reducer.h"
+#include "ddp/optimizer_state.h"
 #include "ddp/process_group.h"
 
 namespace hmc::ddp {
@@ -195,6 +199,81 @@ int RunSurvive(std::shared_ptr<Communicator> comm) {
               comm->epoch(), static_cast<size_t>(comm->size()), diff);
   EXPECT_OR_FAIL(comm->size() == world - 1, "%d ranks left", comm->size());
   EXPECT_OR_FAIL(diff < 2e-5, "parameters differ from the reference by %g", diff);
+  return 0;
+}
+
+// FNV-1a over the bytes of every tensor.
+uint64_t HashTensors(const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
+  uint64_t h = 1469598103934665603ull;
+  for (const auto& [name, t] : tensors) {
+    const at::Tensor c = t.contiguous();
+    const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+    for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
+// The group trains until it has taken kMinSteps steps and the last kFullSteps had every rank of
+// the original size (the replacement took part), at most kMaxSteps. Each rank prints what it
+// holds at the end; ddp_test.cc compares them across ranks.
+int RunRejoin(std::shared_ptr<Communicator> comm) {
+  constexpr int kKillAt = 5, kMinSteps = 30, kMaxSteps = 3000, kFullSteps = 5;
+  constexpr int kWorld = 3;  // ddp_test.cc starts three, then one replacement.
+  const int id = comm->id();
+  const bool joiner = comm->joined_running_group();
+  const Data d = MakeData(kMaxSteps * kBatch);
+  auto model = MakeModel();
+  if (joiner) {
+    // Whatever it starts from must be replaced by the group's.
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.add_(1.0);
+  }
+  DistributedDataParallel ddp(comm, model->parameters(),
+                              {.bucket_bytes = 512, .fault_tolerant = true});
+  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.01));
+  std::vector<std::pair<std::string, at::Tensor>> optimizer_state = MaterializeOptimizerState(adam);
+  ddp.ShareState(optimizer_state);
+  int first_step = -1;
+  int full_steps = 0;  // Steps in a row that every rank of kWorld took part in.
+  for (int taken = 0; taken < kMaxSteps; ++taken) {
+    const int64_t begin = ((ddp.step() * 7 + id) % (kMaxSteps - 1)) * kBatch;
+    adam.zero_grad();
+    Loss(model, d.x.narrow(0, begin, kBatch), d.y.narrow(0, begin, kBatch)).backward();
+    if (id == kWorld - 1 && ddp.step() == kKillAt) raise(SIGKILL);
+    const bool stale = ddp.state_stale();
+    try {
+      ddp.FinishBackward(kBatch);
+    } catch (const c10::Error& e) {
+      if (!absl::StrContains(e.what(), "membership changed")) throw;
+      continue;  // Given up on every rank alike: nobody steps.
+    }
+    if (stale) {
+      first_step = static_cast<int>(ddp.step()) - 1;
+      const AverageOutcome& o = ddp.last_step();
+      const auto me = std::find(o.contributors.begin(), o.contributors.end(), id);
+      EXPECT_OR_FAIL(me != o.contributors.end() && o.weights[me - o.contributors.begin()] == 0,
+                     "the joiner's first step should count its gradients for nothing");
+      EXPECT_OR_FAIL(o.state_download.bytes > 0, "the joiner downloaded nothing");
+      std::printf("joiner %d: downloaded %llu bytes in %d parts at step %d\n", id,
+                  static_cast<unsigned long long>(o.state_download.bytes),
+                  o.state_download.parts_downloaded, first_step);
+    }
+    SetOptimizerSteps(adam, ddp.step() - 1);  // Adam counts the step it is about to take.
+    adam.step();
+    // The same on every rank: last_step is the committed outcome.
+    full_steps =
+        static_cast<int>(ddp.last_step().contributors.size()) == kWorld ? full_steps + 1 : 0;
+    if (ddp.step() >= kMinSteps && full_steps >= kFullSteps) break;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  std::vector<std::pair<std::string, at::Tensor>> held = optimizer_state;
+  for (size_t i = 0; i < model->parameters().size(); ++i) {
+    held.emplace_back("parameter", model->parameters()[i]);
+  }
+  std::printf("final id=%d joiner=%d step=%lld hash=%llu\n", id, joiner ? 1 : 0,
+              static_cast<long long>(ddp.step()),
+              static_cast<unsigned long long>(HashTensors(held)));
+  EXPECT_OR_FAIL(!joiner || first_step >= kKillAt, "the joiner never downloaded the state");
   return 0;
 }
 
@@ -395,6 +474,7 @@ int main(int argc, char** argv) {
     }
     if (mode == "mismatch") return hmc::ddp::RunMismatch(comm);
     if (mode == "survive") return hmc::ddp::RunSurvive(comm);
+    if (mode == "rejoin") return hmc::ddp::RunRejoin(comm);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

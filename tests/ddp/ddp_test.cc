@@ -5,7 +5,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <set>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/coordinator.h"
 #include "launcher/local_group.h"
 #include "launcher/process.h"
@@ -84,6 +88,58 @@ TEST(Ddp, FaultTolerantHelperTrainsOnWithTheSurvivors) {
     EXPECT_EQ(*code, r == kRanks - 1 ? 128 + SIGKILL : 0) << "rank " << r << ":\n"
                                                           << testing_util::ReadFile(outputs[r]);
   }
+}
+
+// A killed rank's replacement joins fault-tolerant DDP training (ddp_rank.cc, "rejoin"): it takes
+// the group's parameters, Adam's moments and step count, and at the end every rank holds the same
+// bits, the replacement included.
+TEST(Ddp, ReplacementRankJoinsWithTheGroupsStateAndStaysInStep) {
+  constexpr int kRanks = 3;
+  CoordinatorConfig config;
+  config.world_size = kRanks;
+  config.token = RandomToken();
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(config);
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+  Options options;
+  options.coordinator = (*coordinator)->address().ToString();
+  options.token = config.token;
+  options.world_size = kRanks;
+  options.probe = false;
+  options.timeout = absl::Seconds(60);
+  std::vector<Process> ranks;
+  std::vector<std::string> outputs;
+  auto spawn = [&](int rank) {
+    options.rank = rank;
+    outputs.push_back(
+        absl::StrCat(testing::TempDir(), "/ddp_rejoin", ranks.size(), "_", getpid(), ".log"));
+    auto p = Process::Spawn({HMC_TEST_DDP_PATH, "rejoin"}, options.ToEnvironment(),
+                            {.output_path = outputs.back()});
+    ASSERT_TRUE(p.ok()) << p.status();
+    ranks.push_back(std::move(*p));
+  };
+  for (int r = 0; r < kRanks; ++r) spawn(r);
+  // The victim kills itself in step 5; its replacement starts once it is gone.
+  absl::StatusOr<int> victim = ranks[kRanks - 1].Wait(absl::Now() + absl::Minutes(2));
+  ASSERT_TRUE(victim.ok()) << testing_util::ReadFile(outputs[kRanks - 1]);
+  EXPECT_EQ(*victim, 128 + SIGKILL);
+  spawn(-1);
+  std::set<std::string> finals;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (r == kRanks - 1) continue;
+    absl::StatusOr<int> code = ranks[r].Wait(absl::Now() + absl::Minutes(2));
+    const std::string output = testing_util::ReadFile(outputs[r]);
+    ASSERT_TRUE(code.ok()) << "rank " << r << " hung:\n" << output;
+    EXPECT_EQ(*code, 0) << "rank " << r << ":\n" << output;
+    const size_t at = output.find("final ");
+    ASSERT_NE(at, std::string::npos) << output;
+    std::string line = output.substr(at, output.find('\n', at) - at);
+    // Every rank holds the same step and bits; only the id and the joiner flag differ.
+    finals.insert(line.substr(line.find(" step=")));
+    if (r == kRanks) {
+      EXPECT_TRUE(absl::StrContains(line, "joiner=1")) << line;
+    }
+  }
+  EXPECT_EQ(finals.size(), 1u) << absl::StrJoin(finals, "\n");
 }
 
 }  // namespace

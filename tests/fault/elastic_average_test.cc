@@ -79,5 +79,16 @@ TEST_P(ReplacedRank, TheReplacementJoinsTheSurvivors) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, ReplacedRank, testing::Values(61, 62));
 
+// With state (4 MiB the ranks keep in step): the joiner downloads it in its first round, in which
+// it adds nothing, and from then on holds what every member holds, round after round.
+TEST(ElasticAverage, AJoiningRankDownloadsTheStateAndKeepsItInStep) {
+  for (FaultKind fault : {FaultKind::kJoin, FaultKind::kReplace}) {
+    TrialSpec spec = Spec(fault, 71);
+    spec.rounds = 60;
+    spec.state = 1 << 20;
+    std::optional<TrialResult> r = ExpectCleanTrial(spec);
+  }
+}
+
 }  // namespace
 }  // namespace hmc::fault
