@@ -253,6 +253,10 @@ class Communicator {
   PeerTable world_table_ ABSL_GUARDED_BY(mu_);   // The newest table, by stable id.
   LinkMatrix world_links_ ABSL_GUARDED_BY(mu_);  // Every measured link, by stable id.
   std::vector<std::pair<int, std::string>> failures_to_report_ ABSL_GUARDED_BY(mu_);
+  // Epochs in which an averaging round committed, for the coordinator's log of recovery times
+  // (rank 0 of each epoch tells it); the newest epoch queued so far.
+  std::vector<uint32_t> resumed_to_report_ ABSL_GUARDED_BY(mu_);
+  uint32_t resumed_epoch_ ABSL_GUARDED_BY(mu_) = 1;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool coordinator_lost_ ABSL_GUARDED_BY(mu_) = false;
   // Why each epoch began: who failed, and the cause.

@@ -213,6 +213,12 @@ absl::StatusOr<AverageOutcome> Communicator::Average(const Buffer& buffer, doubl
     }
     ScaleBuffer(buffer.dtype, sum.data(), buffer.byte_data(), buffer.count, outcome.total_weight,
                 /*divide=*/true);
+    MutexLock lock(&mu_);
+    if (epoch > resumed_epoch_ && coordinator_ != nullptr && group_->epoch == epoch &&
+        group_->rank == 0) {
+      resumed_epoch_ = epoch;
+      resumed_to_report_.push_back(epoch);  // The membership thread tells the coordinator.
+    }
     return outcome;
   };
   for (;;) {

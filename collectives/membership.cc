@@ -2,6 +2,7 @@
 // publishes a new table, and how a new epoch becomes current (group.h, averaging.h).
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "collectives/communicator.h"
@@ -162,17 +163,19 @@ absl::Status Communicator::AfterFailure(const Group& g, const absl::Status& fail
 void Communicator::MembershipLoop() {
   for (;;) {
     std::vector<std::pair<int, std::string>> reports;
+    std::vector<uint32_t> resumed;
     uint32_t epoch;
     bool adopt;
     {
       MutexLock lock(&mu_);
       auto work = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !failures_to_report_.empty() ||
+        return stopping_ || !failures_to_report_.empty() || !resumed_to_report_.empty() ||
                (broken_.ok() && world_table_.epoch > group_->epoch);
       };
       mu_.Await(absl::Condition(&work));
       if (stopping_) return;
       reports.swap(failures_to_report_);
+      resumed.swap(resumed_to_report_);
       epoch = group_->epoch;
       adopt = broken_.ok() && world_table_.epoch > group_->epoch;
     }
@@ -180,6 +183,12 @@ void Communicator::MembershipLoop() {
       if (absl::Status s = coordinator_->ReportFailure(epoch, id, cause); !s.ok()) {
         Logf("comm", "rank %d: could not report rank %d's failure: %s", id_, id, s.message());
       }
+    }
+    for (uint32_t e : resumed) {
+      coordinator_
+          ->Put(absl::StrCat(ResumedKeyPrefix(options_.world_id), e),
+                absl::StrCat(absl::ToUnixMillis(absl::Now())), absl::Now() + absl::Seconds(5))
+          .IgnoreError();  // Only for the log.
     }
     if (adopt) Adopt();
   }

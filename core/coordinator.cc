@@ -4,8 +4,11 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "core/auth.h"
 #include "core/coordinator_protocol.h"
@@ -310,6 +313,7 @@ absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
       absl::StatusOr<KvMessage> m = KvMessage::Parse(frame.payload);
       if (!m.ok()) return m.status();
       kv_[m->key] = m->value;
+      NoteKey(m->key);
       KvMessage ack{.request = m->request, .key = m->key, .found = true};
       Send(c, FrameType::kKvValue, ack.Serialize());
       AnswerGets(m->key);
@@ -357,6 +361,12 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
     return absl::OkStatus();
   }
   int rank = join->rank;
+  if (rank >= config_.world_size && rank < config_.max_ranks) {
+    // One of the ranks an elastic group may grow to (hmcrun -np MIN:MAX): it joins once the
+    // group has formed.
+    HandleLateJoin(c, *join);
+    return absl::OkStatus();
+  }
   {
     MutexLock lock(&mu_);
     if (joined_ == config_.world_size) {
@@ -387,7 +397,9 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
       MutexLock lock(&mu_);
       table_.epoch = 1;
     }
+    epoch_began_[1] = {absl::Now(), "the group formed"};
     PublishTable();
+    AdmitWaitingJoin();
   }
   return absl::OkStatus();
 }
@@ -427,6 +439,7 @@ absl::Status Coordinator::HandleRejoin(Connection& c, const JoinRequest& join) {
     table_.peers[rank] = PeerEntry{rank, join.address, join.zone, join.hostname, true, ""};
   }
   Admit(c, rank, join);
+  ready_.insert(rank);  // It set up long ago, with the coordinator that is gone.
   // The newest epoch any returning rank knows decides who the group is.
   if (!recovering_ || join.epoch > recovery_epoch_) {
     recovering_ = true;
@@ -469,6 +482,7 @@ void Coordinator::FinishRecovery(bool deadline_passed) {
   }
   Logf("coordinator", "rebuilt the group at epoch %d: %d ranks came back, %d did not",
        table().epoch, joined_, missing.size());
+  epoch_began_[table().epoch] = {absl::Now(), "the coordinator restarted"};
   PublishTable();
   AdmitWaitingJoin();
 }
@@ -481,18 +495,32 @@ void Coordinator::HandleLateJoin(Connection& c, const JoinRequest& join) {
 }
 
 void Coordinator::AdmitWaitingJoin() {
-  const int max_ranks = config_.max_ranks > 0 ? config_.max_ranks : config_.world_size;
+  const int max_ranks = std::max(config_.max_ranks, config_.world_size);
   while (joining_ < 0 && !recovering_ && !waiting_joins_.empty()) {
-    int live;
+    std::vector<int> members;
+    uint32_t epoch;
     {
       MutexLock lock(&mu_);
-      live = static_cast<int>(table_.Members().size());
+      members = table_.Members();
+      epoch = table_.epoch;
     }
-    if (live >= max_ranks) return;  // Held until a member leaves or fails.
+    const int live = static_cast<int>(members.size());
+    // Held until the group forms, until there is room, and until every member set up: a member
+    // still probing its links in Communicator::Create runs collectives a new epoch would end.
+    if (epoch == 0 || live >= max_ranks) return;
+    if (!std::all_of(members.begin(), members.end(), [&](int id) { return ready_.contains(id); })) {
+      return;
+    }
     auto [fd, join] = std::move(waiting_joins_.front());
     waiting_joins_.pop_front();
     Connection& c = *connections_.at(fd);  // Drop takes a closed connection off the queue.
     c.waiting = false;
+    if (live == 0) {
+      // Nobody to join and nobody to take the state from: the job is over.
+      Reject(c, absl::StrFormat("world '%s' has no members left to join (it finished or failed)",
+                                config_.world_id));
+      continue;
+    }
     int id;
     {
       MutexLock lock(&mu_);
@@ -521,9 +549,30 @@ void Coordinator::FinishJoin(Connection& c) {
     epoch = ++table_.epoch;
   }
   joining_ = -1;
+  ready_.insert(c.rank);  // A joiner runs no setup collectives.
   Logf("coordinator", "rank %d joined the group; epoch %d", c.rank, epoch);
+  epoch_began_[epoch] = {absl::Now(), absl::StrFormat("rank %d joined", c.rank)};
   PublishTable();
   AdmitWaitingJoin();
+}
+
+void Coordinator::NoteKey(const std::string& key) {
+  const std::string ready = ReadyKeyPrefix(config_.world_id);
+  if (int id; absl::StartsWith(key, ready) && absl::SimpleAtoi(key.substr(ready.size()), &id)) {
+    ready_.insert(id);
+    AdmitWaitingJoin();
+    return;
+  }
+  const std::string prefix = ResumedKeyPrefix(config_.world_id);
+  uint32_t epoch;
+  if (!absl::StartsWith(key, prefix) || !absl::SimpleAtoi(key.substr(prefix.size()), &epoch)) {
+    return;
+  }
+  auto began = epoch_began_.find(epoch);
+  if (began == epoch_began_.end() || epoch <= 1) return;
+  Logf("coordinator", "epoch %d (%s): training resumed %s after the change", epoch,
+       began->second.second, absl::FormatDuration(absl::Now() - began->second.first));
+  epoch_began_.erase(began);
 }
 
 int Coordinator::ids_given() const {
@@ -615,6 +664,7 @@ void Coordinator::DeclareFailed(int rank, uint32_t epoch, const std::string& rea
     ++table_.epoch;
   }
   Logf("coordinator", "rank %d failed: %s; epoch %d", rank, reason, table().epoch);
+  epoch_began_[table().epoch] = {absl::Now(), absl::StrFormat("rank %d failed: %s", rank, reason)};
   ++departed_;
   PublishTable();  // The failed rank, if it still listens, learns it was removed.
   if (const int fd = rank_fd_[rank]; fd >= 0) {

@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -88,6 +89,10 @@ class Coordinator {
   // epoch the reporter saw it fail in) has already ended.
   void DeclareFailed(int rank, uint32_t epoch, const std::string& reason);
   void CheckTimers();
+  // Keys that speak to the coordinator itself: a rank finished setting up (ReadyKeyPrefix), or
+  // training resumed in an epoch (ResumedKeyPrefix: logs how long after the epoch began, and why
+  // it began).
+  void NoteKey(const std::string& key);
   // Every id the world has given out (the first world_size, then joiners).
   int ids_given() const;
   // Marks every id gone (left or failed) once all are.
@@ -111,6 +116,9 @@ class Coordinator {
   int departed_ = 0;  // Ranks that left or failed after the world was complete.
   int joining_ = -1;  // The id of the rank joining the running group now, if any.
   std::deque<std::pair<int, JoinRequest>> waiting_joins_;  // Connection and its request.
+  // When each epoch began and why, until a rank says training resumed in it.
+  std::map<uint32_t, std::pair<absl::Time, std::string>> epoch_began_;
+  std::set<int> ready_;  // Ranks that finished setting up: a joiner waits for every member's.
   // A restarted coordinator rebuilding a running group (HandleRejoin).
   bool recovering_ = false;
   uint32_t recovery_epoch_ = 0;

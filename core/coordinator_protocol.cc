@@ -1,5 +1,6 @@
 #include "core/coordinator_protocol.h"
 
+#include "absl/strings/str_cat.h"
 #include "core/wire.h"
 
 namespace hmc {
@@ -105,6 +106,14 @@ absl::StatusOr<Suspicion> Suspicion::Parse(std::span<const uint8_t> bytes) {
   m.cause = r.GetString();
   if (!r.done()) return absl::DataLossError("malformed suspicion");
   return m;
+}
+
+std::string ResumedKeyPrefix(const std::string& world_id) {
+  return absl::StrCat("hmc/resumed/", world_id, "/");
+}
+
+std::string ReadyKeyPrefix(const std::string& world_id) {
+  return absl::StrCat("hmc/ready/", world_id, "/");
 }
 
 std::vector<uint8_t> SerializeString(const std::string& s) {

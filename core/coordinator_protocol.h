@@ -74,6 +74,13 @@ struct Suspicion {
   static absl::StatusOr<Suspicion> Parse(std::span<const uint8_t> bytes);
 };
 
+// The key-value key under which a rank tells the coordinator that the first averaging round of an
+// epoch committed (the coordinator logs the time to recover): the prefix, then the epoch.
+std::string ResumedKeyPrefix(const std::string& world_id);
+// The key under which a rank says it finished setting up (its collective probes): the prefix, then
+// its id. The coordinator admits a rank into a running group only when every member has.
+std::string ReadyKeyPrefix(const std::string& world_id);
+
 std::vector<uint8_t> SerializeString(const std::string& s);
 absl::StatusOr<std::string> ParseString(std::span<const uint8_t> bytes);
 

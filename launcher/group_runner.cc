@@ -70,6 +70,7 @@ struct Running {
   UniqueFd stdin_write;
   std::string partial;  // Output after the last newline.
   bool exited = false;
+  int restarts = 0;
 
   // Writes the whole lines that are there; at end of file, the rest too, and closes the pipe.
   void Drain() {
@@ -155,6 +156,34 @@ absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSetti
   };
   size_t running = ranks.size();
   absl::Time drain_until = absl::InfiniteFuture();
+  const int max_total_restarts = settings.max_total_restarts > 0
+                                     ? settings.max_total_restarts
+                                     : settings.max_restarts * static_cast<int>(ranks.size());
+  int total_restarts = 0;
+  bool someone_finished = false;  // A rank exited 0: the job is ending, nobody is restarted.
+  // What to do about a rank that failed; true when it was started again.
+  auto restart = [&](Running& r, int code) {
+    if (!settings.restart_on_failure || result.has_value() || someone_finished ||
+        r.restarts >= settings.max_restarts || total_restarts >= max_total_restarts) {
+      return false;
+    }
+    // What the failed process wrote last, before its pipe is replaced (bounded: a grandchild
+    // may hold the pipe open).
+    for (int i = 0; i < 64 && r.output.valid(); ++i) r.Drain();
+    ++r.restarts;
+    ++total_restarts;
+    Logf("hmcrun", "%s exited with status %d; restarting it (restart %d of %d, %d in all)",
+         r.spec.name, code, r.restarts, settings.max_restarts, total_restarts);
+    r.output.Reset();
+    r.partial.clear();
+    if (absl::Status s = StartRank(r); !s.ok()) {
+      Logf("hmcrun", "%s", s.message());
+      return false;
+    }
+    r.exited = false;
+    ++running;
+    return true;
+  };
   while (true) {
     std::vector<pollfd> fds;
     std::vector<Running*> owners;
@@ -177,6 +206,14 @@ absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSetti
       --running;
       // Grandchildren may keep a pipe open: output is drained for at most two seconds more.
       if (running == 0) drain_until = absl::Now() + absl::Seconds(2);
+      if (code == 0) someone_finished = true;
+      if (code != 0 && restart(r, code)) continue;
+      if (code != 0 && !result.has_value() && settings.restart_on_failure &&
+          settings.min_running > 0 && static_cast<int>(running) >= settings.min_running) {
+        Logf("hmcrun", "%s exited with status %d and is not restarted; %d ranks go on", r.spec.name,
+             code, running);
+        continue;
+      }
       if (code != 0 && !result.has_value()) {
         result = code;
         Logf("hmcrun", "%s exited with status %d; stopping the others", r.spec.name, code);

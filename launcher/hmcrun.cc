@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "core/options.h"
 #include "launcher/coordinator_host.h"
@@ -40,6 +41,14 @@ coordinator, and prefixes every output line with [rank zone host].
                                ("host slots=N"). Default: the built-in examples/inventory.local
                                (four local ranks in two zones).
   -np N                        Ranks to start (default: every slot).
+  -np MIN:MAX                  Elastic: start up to MAX ranks (the slots there are); the group
+                               forms with the first MIN, the others join it, and it trains on
+                               while MIN ranks live (hmc options world_size=MIN, min_ranks=MIN;
+                               the coordinator admits up to MAX).
+  --restart=on-failure         Start a rank that failed again (it joins the running group as a
+                               new rank); a rank that exits 0 is finished. Default: no.
+  --max-restarts N             Restarts per rank (default 3); all ranks together: N times the
+                               ranks, or --max-total-restarts.
   --coordinator HOST:PORT      Join a running coordinator instead of hosting one.
   --coordinator-bind HOST:PORT Where the hosted coordinator listens (default: chosen, see README).
   --token TOKEN                Shared secret (default: $HMC_TOKEN, else a random one).
@@ -52,7 +61,11 @@ coordinator, and prefixes every output line with [rank zone host].
 
 struct LaunchArgs {
   std::string hosts;
-  int np = 0;
+  int np = 0;      // The ranks to start (MAX of -np MIN:MAX); 0: every slot.
+  int np_min = 0;  // MIN of -np MIN:MAX; 0: not elastic.
+  bool restart_on_failure = false;
+  int max_restarts = 3;
+  int max_total_restarts = 0;
   std::string coordinator;
   std::string coordinator_bind;
   std::string token;
@@ -98,9 +111,39 @@ const std::map<std::string, ValueFlag>& ValueFlags() {
        }},
       {"np",
        [](LaunchArgs& a, const std::string& v) {
-         if (!absl::SimpleAtoi(v, &a.np) || a.np < 1) {
+         const std::vector<std::string> range = absl::StrSplit(v, ':');
+         const bool parsed = range.size() == 1
+                                 ? absl::SimpleAtoi(range[0], &a.np)
+                                 : range.size() == 2 && absl::SimpleAtoi(range[0], &a.np_min) &&
+                                       absl::SimpleAtoi(range[1], &a.np);
+         if (!parsed || a.np < 1 || (range.size() == 2 && (a.np_min < 1 || a.np_min > a.np))) {
            return absl::InvalidArgumentError(
-               absl::StrCat("-np ", v, ": expected a positive count"));
+               absl::StrCat("-np ", v, ": expected a positive count N or a range MIN:MAX"));
+         }
+         return absl::OkStatus();
+       }},
+      {"restart",
+       [](LaunchArgs& a, const std::string& v) {
+         if (v != "on-failure" && v != "no") {
+           return absl::InvalidArgumentError(
+               absl::StrCat("--restart=", v, ": expected on-failure or no"));
+         }
+         a.restart_on_failure = v == "on-failure";
+         return absl::OkStatus();
+       }},
+      {"max-restarts",
+       [](LaunchArgs& a, const std::string& v) {
+         if (!absl::SimpleAtoi(v, &a.max_restarts) || a.max_restarts < 0) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("--max-restarts ", v, ": expected a count"));
+         }
+         return absl::OkStatus();
+       }},
+      {"max-total-restarts",
+       [](LaunchArgs& a, const std::string& v) {
+         if (!absl::SimpleAtoi(v, &a.max_total_restarts) || a.max_total_restarts < 0) {
+           return absl::InvalidArgumentError(
+               absl::StrCat("--max-total-restarts ", v, ": expected a count"));
          }
          return absl::OkStatus();
        }},
@@ -209,10 +252,13 @@ int Main(int argc, char** argv) {
   if (!inventory.ok()) return Fail(inventory.status().message());
   absl::StatusOr<std::vector<RankPlacement>> placements = PlaceRanks(*inventory, args.np);
   if (!placements.ok()) return Fail(placements.status().message());
-  const int world_size = static_cast<int>(placements->size());
+  const int started = static_cast<int>(placements->size());
+  // Elastic: the first epoch forms with MIN ranks; the others join it.
+  const int world_size = args.np_min > 0 ? std::min(args.np_min, started) : started;
   if (!args.token.empty()) options->token = args.token;
   if (options->token.empty()) options->token = RandomToken();
   options->world_size = world_size;
+  if (args.np_min > 0) options->min_ranks = world_size;
 
   HostedCoordinator hosted;
   if (!args.coordinator.empty()) {
@@ -222,6 +268,7 @@ int Main(int argc, char** argv) {
   } else {
     CoordinatorConfig config;
     config.world_size = world_size;
+    config.max_ranks = started;
     config.world_id = options->world_id;
     config.token = options->token;
     config.heartbeat_timeout = options->heartbeat_timeout;
@@ -256,9 +303,16 @@ int Main(int argc, char** argv) {
   }
   std::set<const InventoryHost*> hosts_used;
   for (const RankPlacement& p : *placements) hosts_used.insert(p.host);
-  std::fprintf(stderr, "hmcrun: %d ranks on %zu hosts, coordinator %s\n", world_size,
-               hosts_used.size(), hosted.address.c_str());
-  absl::StatusOr<int> status = RunRanks(std::move(ranks), {.timeout = args.timeout});
+  std::fprintf(
+      stderr, "hmcrun: %d ranks on %zu hosts, coordinator %s%s\n", started, hosts_used.size(),
+      hosted.address.c_str(),
+      args.np_min > 0 ? absl::StrFormat(" (elastic: %d to %d)", world_size, started).c_str() : "");
+  absl::StatusOr<int> status =
+      RunRanks(std::move(ranks), {.timeout = args.timeout,
+                                  .restart_on_failure = args.restart_on_failure,
+                                  .max_restarts = args.max_restarts,
+                                  .max_total_restarts = args.max_total_restarts,
+                                  .min_running = args.np_min});
   if (!status.ok()) {
     Fail(status.status().message());
     return absl::IsDeadlineExceeded(status.status()) ? 124 : 1;

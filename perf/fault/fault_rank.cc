@@ -5,6 +5,8 @@
 //
 // Exit codes: 0 every round committed; 3 an error that is not a membership change; 4 this rank
 // was removed from the group (it was stopped or cut off for longer than the heartbeat timeout).
+#include <signal.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <string>
@@ -22,6 +24,8 @@ ABSL_FLAG(int, rounds, 30, "Rounds to commit.");
 ABSL_FLAG(int64_t, count, 1 << 18, "Floats per vector.");
 ABSL_FLAG(absl::Duration, pause, absl::Milliseconds(20), "Pause between rounds (the step's work).");
 ABSL_FLAG(int, max_retries, 50, "Membership changes one round may see before the rank gives up.");
+ABSL_FLAG(int, die_id, -1, "The rank (stable id) that kills itself (SIGKILL) at --die_at.");
+ABSL_FLAG(int, die_at, -1, "The round at which --die_id kills itself (a crash for hmcrun tests).");
 ABSL_FLAG(int64_t, state, 0,
           "Floats of state every rank keeps in step (each round adds its average to it) and a "
           "joining rank downloads; 0: none.");
@@ -101,6 +105,9 @@ int main(int argc, char** argv) {
        {"step", hmc::Buffer{&step, 1, hmc::DType::kI64}}}};
   // A rank that joined a running group takes up the rounds where the group is.
   for (int round = static_cast<int>((*comm)->averaging_rounds()); round < rounds; ++round) {
+    if (id == absl::GetFlag(FLAGS_die_id) && round == absl::GetFlag(FLAGS_die_at)) {
+      raise(SIGKILL);
+    }
     absl::StatusOr<hmc::AverageOutcome> outcome;
     for (int tries = 0; tries <= absl::GetFlag(FLAGS_max_retries); ++tries) {
       hmc::fault::FillRound(id, round, values);

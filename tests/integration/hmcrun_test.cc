@@ -85,6 +85,52 @@ TEST(Hmcrun, ExitsWithTheFirstFailingRanksStatusAndStopsTheOthers) {
   }
 }
 
+// The hash in each rank's "state round=R hash=H" line for round `round`, in output order.
+std::vector<std::string> StateHashes(const std::string& output, int round) {
+  std::vector<std::string> hashes;
+  const std::string mark = absl::StrCat("state round=", round, " hash=");
+  for (absl::string_view line : absl::StrSplit(output, '\n')) {
+    if (const size_t at = line.find(mark); at != absl::string_view::npos) {
+      hashes.emplace_back(line.substr(at + mark.size()));
+    }
+  }
+  return hashes;
+}
+
+// --restart=on-failure: a rank killed mid-run is started again, joins the running group as a new
+// rank, downloads the state the others keep, and every rank ends with the same state.
+TEST(Hmcrun, RestartsAFailedRankWhichRejoinsWithTheGroupsState) {
+  Outcome run = Hmcrun({"-np", "3", "--restart=on-failure", "--heartbeat_interval=250ms",
+                        HMC_FAULT_RANK_PATH, "--rounds=150", "--pause=10ms", "--count=4096",
+                        "--state=65536", "--die_id=1", "--die_at=10"},
+                       absl::Seconds(120));
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("exited with status 137; restarting it (restart 1 of 3"));
+  EXPECT_THAT(run.output, HasSubstr("rank 3 joined the group"));
+  EXPECT_THAT(run.output, HasSubstr("downloaded the members' state"));
+  EXPECT_THAT(run.output, HasSubstr("training resumed"));
+  const std::vector<std::string> last = StateHashes(run.output, 149);
+  ASSERT_EQ(last.size(), 3u) << run.output;
+  EXPECT_EQ(last[0], last[1]);
+  EXPECT_EQ(last[0], last[2]);
+}
+
+// Without --restart a failed rank stops the group, as before; -np MIN:MAX forms the group with
+// MIN ranks and lets the others join.
+TEST(Hmcrun, ElasticGroupFormsWithMinRanksAndTheOthersJoin) {
+  Outcome run = Hmcrun({"-np", "2:4", HMC_FAULT_RANK_PATH, "--rounds=200", "--pause=10ms",
+                        "--count=4096", "--state=4096"},
+                       absl::Seconds(120));
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("(elastic: 2 to 4)"));
+  EXPECT_THAT(run.output, HasSubstr("rank 2 joined the group"));
+  EXPECT_THAT(run.output, HasSubstr("rank 3 joined the group"));
+  EXPECT_THAT(run.output, HasSubstr("contributors=0,1,2,3 "));
+  const std::vector<std::string> last = StateHashes(run.output, 199);
+  ASSERT_EQ(last.size(), 4u) << run.output;
+  for (const std::string& hash : last) EXPECT_EQ(hash, last[0]);
+}
+
 TEST(Hmcrun, ForwardsSigtermToEveryRank) {
   const std::string marks = TempPath("marks");
   const std::string output = TempPath("sigterm.out");

@@ -147,6 +147,12 @@ TEST_F(CoordinatorTest, RankJoiningARunningGroupBecomesAMemberInTheNextEpoch) {
     members.push_back(std::move(*c));
   }
   ASSERT_TRUE(members[0]->WaitForPeers(absl::Now() + absl::Seconds(10)).ok());
+  // A join waits until every member says it finished setting up.
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(members[r]
+                    ->Put(absl::StrCat(ReadyKeyPrefix("w"), r), "", absl::Now() + absl::Seconds(5))
+                    .ok());
+  }
   // It asks for rank 0, which is taken: a joiner gets the next id.
   auto joiner = Join(ClientOptions(0), "j:2");
   ASSERT_TRUE(joiner.ok()) << joiner.status();
@@ -179,6 +185,12 @@ TEST_F(CoordinatorTest, FullGroupHoldsAJoinUntilAMemberLeaves) {
     members.push_back(std::move(*c));
   }
   ASSERT_TRUE(members[0]->WaitForPeers(absl::Now() + absl::Seconds(10)).ok());
+  // A join waits until every member says it finished setting up.
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(members[r]
+                    ->Put(absl::StrCat(ReadyKeyPrefix("w"), r), "", absl::Now() + absl::Seconds(5))
+                    .ok());
+  }
   absl::StatusOr<std::unique_ptr<CoordinatorClient>> joiner;
   std::thread join([&] { joiner = Join(ClientOptions(), "j:2", absl::Seconds(20)); });
   absl::SleepFor(absl::Milliseconds(300));
