@@ -174,12 +174,6 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
     }
   }
   comm->setup_deadline_ = absl::InfiniteFuture();
-  // Ranks may join the running group from now on, as far as this one is concerned.
-  if (absl::Status s = comm->coordinator_->Put(absl::StrCat(ReadyKeyPrefix(options.world_id), rank),
-                                               "", deadline);
-      !s.ok()) {
-    return s;
-  }
   return comm;
 }
 

@@ -121,6 +121,9 @@ class Communicator {
   // Whether this rank still has to download the members' state (it joined a running group and
   // no Average with `state` completed its download yet).
   bool state_stale() const;
+  // Ranks join a running group only once every member has called Average: the program is then
+  // in its fault-tolerant part.
+  //
   // Averaging rounds committed so far: the number of the next round. A rank that joined a running
   // group starts from the group's count.
   uint64_t averaging_rounds() const;
@@ -257,6 +260,11 @@ class Communicator {
   // (rank 0 of each epoch tells it); the newest epoch queued so far.
   std::vector<uint32_t> resumed_to_report_ ABSL_GUARDED_BY(mu_);
   uint32_t resumed_epoch_ ABSL_GUARDED_BY(mu_) = 1;
+  // Whether the coordinator was told that this rank called Average: the program reached its
+  // fault-tolerant part, and ranks may join (its plain collectives before that, such as a
+  // parameter broadcast, would be ended by a join's epoch). Told by the membership thread.
+  bool ready_told_ ABSL_GUARDED_BY(mu_) = false;
+  bool ready_to_tell_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool coordinator_lost_ ABSL_GUARDED_BY(mu_) = false;
   // Why each epoch began: who failed, and the cause.

@@ -184,6 +184,10 @@ absl::StatusOr<AverageOutcome> Communicator::Average(const Buffer& buffer, doubl
   {
     MutexLock lock(&mu_);
     round_stale = state != nullptr && state_stale_;
+    if (!ready_told_ && coordinator_ != nullptr) {
+      ready_told_ = true;
+      ready_to_tell_ = true;  // The membership thread tells the coordinator.
+    }
     RoundStanding& s = ledger_.standing;
     if (s.in_round) return absl::FailedPreconditionError("another Average is in progress");
     s.in_round = true;

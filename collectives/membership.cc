@@ -164,24 +164,34 @@ void Communicator::MembershipLoop() {
   for (;;) {
     std::vector<std::pair<int, std::string>> reports;
     std::vector<uint32_t> resumed;
+    bool tell_ready;
     uint32_t epoch;
     bool adopt;
     {
       MutexLock lock(&mu_);
       auto work = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
         return stopping_ || !failures_to_report_.empty() || !resumed_to_report_.empty() ||
-               (broken_.ok() && world_table_.epoch > group_->epoch);
+               ready_to_tell_ || (broken_.ok() && world_table_.epoch > group_->epoch);
       };
       mu_.Await(absl::Condition(&work));
       if (stopping_) return;
       reports.swap(failures_to_report_);
       resumed.swap(resumed_to_report_);
+      tell_ready = ready_to_tell_;
+      ready_to_tell_ = false;
       epoch = group_->epoch;
       adopt = broken_.ok() && world_table_.epoch > group_->epoch;
     }
     for (const auto& [id, cause] : reports) {
       if (absl::Status s = coordinator_->ReportFailure(epoch, id, cause); !s.ok()) {
         Logf("comm", "rank %d: could not report rank %d's failure: %s", id_, id, s.message());
+      }
+    }
+    if (tell_ready) {
+      if (absl::Status s = coordinator_->Put(absl::StrCat(ReadyKeyPrefix(options_.world_id), id_),
+                                             "", absl::Now() + options_.connect_timeout);
+          !s.ok()) {
+        Logf("comm", "rank %d: could not tell the coordinator it is ready: %s", id_, s.message());
       }
     }
     for (uint32_t e : resumed) {

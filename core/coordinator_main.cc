@@ -13,7 +13,10 @@
 #include "core/coordinator.h"
 
 ABSL_FLAG(std::string, bind, "127.0.0.1:0", "Address to listen on (host:port, [v6]:port).");
-ABSL_FLAG(int, world_size, 0, "Number of ranks in the world (required).");
+ABSL_FLAG(int, world_size, 0, "Number of ranks in the world (required): the first epoch's.");
+ABSL_FLAG(int, max_ranks, 0,
+          "Members a running group may grow to as ranks join it; 0: world_size (a joiner takes a "
+          "lost rank's place).");
 ABSL_FLAG(std::string, world_id, "hmc", "Name of the world; joins naming another are refused.");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::ZeroDuration(),
           "Silence after which a rank is declared failed; 0: ten round trips of its connection, at "
@@ -30,6 +33,7 @@ int main(int argc, char** argv) {
   hmc::CoordinatorConfig config;
   config.bind = absl::GetFlag(FLAGS_bind);
   config.world_size = absl::GetFlag(FLAGS_world_size);
+  config.max_ranks = absl::GetFlag(FLAGS_max_ranks);
   config.world_id = absl::GetFlag(FLAGS_world_id);
   config.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   if (const char* token = std::getenv("HMC_TOKEN")) config.token = token;

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "ddp/hmc_reducer.h"
+#include "ddp/optimizer_state.h"
 #include "ddp/tensor_interop.h"
 
 namespace hmc::examples {
@@ -49,6 +50,10 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(const Settings& 
   auto run = std::unique_ptr<TrainingRun>(new TrainingRun(settings, std::move(*comm)));
   run->rank_ = run->comm_->rank();
   run->world_ = run->comm_->size();
+  // Elastic: the batch and the epoch's steps follow the size the job was started with, which a
+  // rank that joins later knows too.
+  if (run->elastic() && options->world_size > 0)
+    run->world_ = static_cast<int>(options->world_size);
   return run;
 }
 
@@ -73,6 +78,18 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
   }
   first_epoch_ = static_cast<int>(first_epoch);
   if (alone()) return;
+  if (elastic() && comm_->joined_running_group()) {
+    // It takes the group's state, and its epoch, in its first step.
+    first_epoch_ = 0;
+    ddp_ = std::make_unique<ddp::DistributedDataParallel>(
+        comm_, model.parameters(),
+        ddp::DdpOptions{.bucket_bytes = settings_.bucket_bytes,
+                        .averaging = {.codec_inter = settings_.codec_inter,
+                                      .codec_intra = settings_.codec_intra},
+                        .fault_tolerant = true});
+    ddp_->ShareState(ddp::MaterializeOptimizerState(optimizer));
+    return;
+  }
   // Rank 0's checkpoint decides (another host may lack the file); parameters follow from rank 0
   // when averaging is set up.
   Buffer epoch{&first_epoch, 1, DType::kI64};
@@ -86,6 +103,7 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
         ddp::DdpOptions{.bucket_bytes = settings_.bucket_bytes,
                         .averaging = averaging,
                         .fault_tolerant = settings_.sync == "ddp-ft"});
+    if (elastic()) ddp_->ShareState(ddp::MaterializeOptimizerState(optimizer));
   } else if (settings_.sync == "reducer") {
     ddp::HmcReducer made =
         ddp::MakeReducer(comm_, model.parameters(), settings_.bucket_bytes, averaging);
@@ -116,8 +134,14 @@ bool TrainingRun::Step(int64_t samples) {
           throw;
         }
         std::fprintf(stderr, "rank %d: step skipped: %s\n", comm_->id(), e.what());
+        ++skipped_;
         return false;
       }
+    }
+    if (elastic()) {
+      group_samples_ += ddp_->last_step().total_weight;
+      // Adam's step count lives outside its tensors: the group's, for a rank that joined.
+      ddp::SetOptimizerSteps(*optimizer_, ddp_->step() - 1);
     }
     optimizer_->step();
   }
@@ -138,6 +162,10 @@ void TrainingRun::Train(int epochs, int64_t epoch_samples, int64_t local_batch,
                         const std::function<Metrics()>& evaluate) {
   for (int epoch = first_epoch_; epoch < epochs; ++epoch) {
     const EpochStats stats = TrainEpoch(epoch, epoch_samples, local_batch, train_batch);
+    // A rank that joined learns the group's step in its first step: epochs it missed are over.
+    if (elastic() && ddp_->step() > (epoch + 1) * (epoch_samples / (local_batch * world_))) {
+      continue;
+    }
     ReportEpoch(epoch, stats, evaluate());
     SaveCheckpoint(epoch + 1);
   }
@@ -159,7 +187,15 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     stats.samples += local_batch;
     return Step(local_batch);
   };
-  if (collab_ == nullptr) {
+  if (elastic()) {
+    // The group's step count ends the epoch: every rank, a joiner too, sees the same one. Each
+    // step's batch is the members' slots of it, by their rank in the current epoch.
+    const int64_t steps = epoch_samples / (local_batch * world_);
+    const int64_t end = (epoch + 1) * steps;
+    for (int64_t tries = 0; ddp_->step() < end && tries < 4 * steps + 100; ++tries) {
+      train(ddp_->step() * comm_->size() + comm_->rank());
+    }
+  } else if (collab_ == nullptr) {
     const int64_t steps = epoch_samples / (local_batch * world_);
     for (int64_t step = 0; step < steps; ++step) train(step * world_ + rank_);
   } else {
@@ -181,7 +217,7 @@ ddp::Traffic TrainingRun::traffic() const {
 }
 
 std::vector<double> TrainingRun::SumOverRanks(std::vector<double> values) {
-  if (alone()) return values;
+  if (alone() || elastic()) return values;
   Buffer b{values.data(), values.size(), DType::kF64};
   ddp::ThrowIfError(comm_->AllReduce(b, b, ReduceOp::kSum, {.algo = "ring"})->Wait());
   return values;
@@ -193,12 +229,36 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
   reported_ = now;
   const int64_t steps = steps_ - reported_steps_;
   reported_steps_ = steps_;
-  // The group's bytes and cost: every rank's sends, summed.
-  const std::vector<double> group = SumOverRanks(
+  // The group's bytes and cost: every rank's sends, summed (elastic: this rank's, and the
+  // samples the group's steps averaged).
+  std::vector<double> group = SumOverRanks(
       {static_cast<double>(stats.samples),
        static_cast<double>(delta.bytes_sent - delta.bytes_sent_across_zones),
        static_cast<double>(delta.bytes_sent_across_zones), delta.egress_usd, stats.loss_sum});
-  if (rank_ != 0) return;
+  std::string membership;
+  if (elastic()) {
+    group[4] *= group_samples_ / std::max(group[0], 1.0);  // This rank's mean loss.
+    group[0] = group_samples_;
+    // Every rank, to show that they hold the same parameters (a joiner included).
+    uint64_t hash = 1469598103934665603ull;
+    for (const at::Tensor& p : model_->parameters()) {
+      const at::Tensor c = p.detach().contiguous();
+      const auto* bytes = static_cast<const uint8_t*>(c.data_ptr());
+      for (size_t i = 0; i < c.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+    }
+    std::printf("rank %d: epoch %d ends at step %lld, parameters %016llx\n", comm_->id(), epoch + 1,
+                static_cast<long long>(ddp_->step()), static_cast<unsigned long long>(hash));
+    std::fflush(stdout);
+    membership = absl::StrFormat(
+        ", \"membership_epoch\": %d, \"members\": %d, \"skipped_steps\": %d, \"group_step\": %d, "
+        "\"parameters\": \"%016x\"",
+        comm_->epoch(), comm_->size(), skipped_, ddp_->step(), hash);
+    group_samples_ = 0;
+    skipped_ = 0;
+    if (comm_->rank() != 0) return;
+  } else if (rank_ != 0) {
+    return;
+  }
   const double seconds = stats.seconds;
   std::vector<std::pair<std::string, double>> all_fields = {{"loss", group[4] / group[0]}};
   all_fields.insert(all_fields.end(), fields.begin(), fields.end());
@@ -207,9 +267,9 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
                       group[0], seconds, group[0] / seconds, static_cast<long long>(steps));
   std::string json = absl::StrFormat(
       "{\"epoch\": %d, \"world\": %d, \"sync\": \"%s\", \"samples\": %.0f, \"seconds\": %.3f, "
-      "\"samples_per_s\": %.1f, \"steps\": %lld",
+      "\"samples_per_s\": %.1f, \"steps\": %lld%s",
       epoch + 1, world_, settings_.sync, group[0], seconds, group[0] / seconds,
-      static_cast<long long>(steps));
+      static_cast<long long>(steps), membership);
   for (const auto& [name, value] : all_fields) {
     absl::StrAppendFormat(&line, ", %s %.4g", name, value);
     absl::StrAppendFormat(&json, ", \"%s\": %.6g", name, value);
@@ -227,7 +287,8 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
 }
 
 void TrainingRun::SaveCheckpoint(int next_epoch) {
-  if (rank_ != 0 || settings_.checkpoint_path.empty()) return;
+  const int rank = elastic() ? comm_->rank() : rank_;  // Ranks are renumbered as members change.
+  if (rank != 0 || settings_.checkpoint_path.empty()) return;
   torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
   model_->save(model_archive);
   optimizer_->save(optimizer_archive);

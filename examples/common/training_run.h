@@ -50,6 +50,12 @@ class TrainingRun {
   int rank() const { return rank_; }
   int world() const { return world_; }
   bool alone() const { return comm_ == nullptr; }
+  // ddp-ft in a group: members may fail and join (hmcrun --restart=on-failure, -np MIN:MAX).
+  // The epoch loop then follows the group's step count, a rank that joins downloads the
+  // parameters, optimizer state and step count and takes up the epoch the group is in, and
+  // nothing outside the averaging is collective: SumOverRanks returns this rank's values, each
+  // rank evaluates the whole test set itself, and the reports are rank 0's.
+  bool elastic() const { return comm_ != nullptr && settings_.sync == "ddp-ft"; }
   const std::string& sync() const { return settings_.sync; }
 
   // Makes every replica start equal and sets up averaging; call once with the model built.
@@ -72,7 +78,7 @@ class TrainingRun {
              const std::function<Metrics()>& evaluate);
   // This rank's share of a global batch; throws when it does not split evenly.
   int64_t LocalBatch(int64_t global_batch) const;
-  // Sum over ranks of `values` (exact, f64); a copy when alone.
+  // Sum over ranks of `values` (exact, f64); a copy when alone or elastic.
   std::vector<double> SumOverRanks(std::vector<double> values);
 
  private:
@@ -107,6 +113,8 @@ class TrainingRun {
   ddp::Traffic reported_;
   int64_t steps_ = 0;
   int64_t reported_steps_ = 0;
+  double group_samples_ = 0;  // Elastic: samples the committed steps averaged, this epoch.
+  int64_t skipped_ = 0;       // Elastic: steps given up on every rank, this epoch.
 };
 
 // The value, or a std::runtime_error with the status's message.

@@ -2,13 +2,20 @@
 // local ranks in two zones): results, JSON lines, checkpoints, and clear errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <set>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "launcher/process.h"
 #include "tests/testing/command.h"
 
 namespace hmc {
@@ -126,6 +133,72 @@ TEST(TrainCv, CorruptDataIsAClearError) {
   Outcome wrong = RunCommand({HMC_TRAIN_CV_PATH, "--data_dir=" + dir, "--json="});
   EXPECT_EQ(wrong.code, 1);
   EXPECT_THAT(wrong.output, HasSubstr(images + ": magic 0x00000801, expected 0x00000803"));
+}
+
+// The processes whose environment holds `entry` (NAME=VALUE).
+std::vector<pid_t> ProcessesWith(const std::string& entry) {
+  std::vector<pid_t> found;
+  for (const auto& dir : std::filesystem::directory_iterator("/proc")) {
+    pid_t pid;
+    if (!absl::SimpleAtoi(dir.path().filename().string(), &pid)) continue;
+    const std::string environ = ReadFile(dir.path().string() + "/environ");
+    for (absl::string_view e : absl::StrSplit(environ, '\0')) {
+      if (e == entry) found.push_back(pid);
+    }
+  }
+  return found;
+}
+
+// The story of a preempted machine: hmcrun --restart=on-failure runs train_cv (ddp-ft) on four
+// ranks; one is killed (SIGKILL) in the middle of epoch 1; the others go on, the restarted rank
+// joins with the group's parameters and optimizer state, and training ends as it would have.
+TEST(TrainCv, KilledRankIsRestartedAndRejoinsWithTheGroupsState) {
+  const std::string json = TempPath("story.jsonl");
+  const std::string output = TempPath("story.out");
+  const std::string mark = absl::StrCat("HMC_STORY=", getpid());
+  absl::StatusOr<Process> run = Process::Spawn(
+      {HMC_HMCRUN_PATH, "--restart=on-failure", "-x", mark, HMC_TRAIN_CV_PATH, "--sync=ddp-ft",
+       "--json=" + json},
+      {"PATH=/usr/bin:/bin", absl::StrCat("HOME=", getenv("HOME") ? getenv("HOME") : "/")},
+      {.output_path = output});
+  ASSERT_TRUE(run.ok()) << run.status();
+  // Once the four ranks train (the group formed, and a few seconds of a ~20 s epoch went by),
+  // the rank in slot 2 dies.
+  const absl::Time limit = absl::Now() + absl::Minutes(5);
+  while (!absl::StrContains(ReadFile(output), "4 of 4") && absl::Now() < limit) {
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  absl::SleepFor(absl::Seconds(6));
+  std::vector<pid_t> victims;
+  const std::vector<pid_t> slot_two = ProcessesWith("HMC_RANK=2");
+  for (pid_t pid : ProcessesWith(mark)) {
+    if (std::find(slot_two.begin(), slot_two.end(), pid) != slot_two.end()) victims.push_back(pid);
+  }
+  ASSERT_EQ(victims.size(), 1u) << ReadFile(output);
+  ASSERT_EQ(kill(victims[0], SIGKILL), 0);
+  absl::StatusOr<int> code = run->Wait(limit);
+  const std::string out = ReadFile(output);
+  ASSERT_TRUE(code.ok()) << "hmcrun still running:\n" << out;
+  EXPECT_EQ(*code, 0) << out;
+  EXPECT_THAT(out, HasSubstr("exited with status 137; restarting it (restart 1 of 3"));
+  EXPECT_THAT(out, HasSubstr("rank 4 joined the group; epoch 3"));
+  EXPECT_THAT(out, HasSubstr("(rank 4 joined): training resumed"));
+  // Every rank, the restarted one (id 4) included, ends epoch 2 with the same parameters.
+  std::set<std::string> ids, hashes;
+  for (absl::string_view line : absl::StrSplit(out, '\n')) {
+    const size_t at = line.find(": epoch 2 ends at step ");
+    if (at == absl::string_view::npos) continue;
+    ids.insert(std::string(line.substr(line.rfind("rank ", at), at - line.rfind("rank ", at))));
+    hashes.insert(std::string(line.substr(line.find("parameters "))));
+  }
+  EXPECT_EQ(ids, (std::set<std::string>{"rank 0", "rank 1", "rank 3", "rank 4"})) << out;
+  EXPECT_EQ(hashes.size(), 1u) << out;
+  const std::vector<std::string> lines = Lines(json);
+  ASSERT_EQ(lines.size(), 2u) << out;
+  // The failure and the join happened in epoch 1: its report is already at epoch 3.
+  EXPECT_EQ(Field(lines[0], "membership_epoch"), 3) << lines[0];
+  EXPECT_EQ(Field(lines[1], "members"), 4) << lines[1];
+  EXPECT_GE(Field(lines[1], "test_accuracy"), 0.88) << lines[1];
 }
 
 TEST(TrainNlp, PerplexityFallsAndRanksAgree) {
