@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -109,7 +110,27 @@ void Forwarder::WriteCounters(const std::string& path) const {
   std::rename(temporary.c_str(), path.c_str());
 }
 
-absl::Status Forwarder::Run(const std::atomic<bool>& stop, const std::string& counters_path) {
+void Forwarder::ApplyControl(const std::string& path) {
+  std::ifstream in(path);
+  std::string word;
+  uint64_t generation = 0;
+  if (!(in >> word >> generation) || word != "generation") return;
+  model_.ClearOverrides();
+  int from, to;
+  double loss, flow_bps;
+  while (in >> from >> to >> loss >> flow_bps) {
+    const int hosts = static_cast<int>(tuns_.size());
+    if (from >= 0 && from < hosts && to >= 0 && to < hosts) {
+      model_.Override(from, to, loss, flow_bps);
+    }
+  }
+  const std::string temporary = path + ".applied.tmp";
+  std::ofstream(temporary) << generation << '\n';
+  std::rename(temporary.c_str(), (path + ".applied").c_str());
+}
+
+absl::Status Forwarder::Run(const std::atomic<bool>& stop, const std::string& counters_path,
+                            const std::string& control_path) {
   UniqueFd epoll(epoll_create1(EPOLL_CLOEXEC));
   if (!epoll.valid()) return absl::InternalError("epoll_create1 failed");
   for (size_t i = 0; i < tuns_.size(); ++i) {
@@ -119,6 +140,8 @@ absl::Status Forwarder::Run(const std::atomic<bool>& stop, const std::string& co
     epoll_ctl(epoll.get(), EPOLL_CTL_ADD, tuns_[i].get(), &ev);
   }
   absl::Time next_counters = absl::Now();
+  absl::Time next_control = absl::Now();
+  int64_t control_stamp = -1;  // The control file's modification time when last applied.
   epoll_event events[64];
   while (!stop.load()) {
     absl::Time wake = absl::Now() + absl::Milliseconds(100);
@@ -136,6 +159,16 @@ absl::Status Forwarder::Run(const std::atomic<bool>& stop, const std::string& co
     if (!counters_path.empty() && now >= next_counters) {
       WriteCounters(counters_path);
       next_counters = now + absl::Seconds(1);
+    }
+    if (!control_path.empty() && now >= next_control) {
+      // A changed file is a new set of overrides; looked at ten times a second.
+      struct stat st {};
+      if (stat(control_path.c_str(), &st) == 0 &&
+          st.st_mtim.tv_nsec + st.st_mtim.tv_sec * 1000000000L != control_stamp) {
+        control_stamp = st.st_mtim.tv_nsec + st.st_mtim.tv_sec * 1000000000L;
+        ApplyControl(control_path);
+      }
+      next_control = now + absl::Milliseconds(100);
     }
   }
   if (!counters_path.empty()) WriteCounters(counters_path);

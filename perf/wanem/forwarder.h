@@ -31,8 +31,10 @@ class Forwarder {
  public:
   Forwarder(LinkModel model, std::vector<UniqueFd> tuns);
   // Runs until `stop` becomes true; writes per-pair counters to `counters_path` every second
-  // (when not empty).
-  absl::Status Run(const std::atomic<bool>& stop, const std::string& counters_path);
+  // (when not empty), and applies the overrides in `control_path` whenever that file changes
+  // (ApplyControl).
+  absl::Status Run(const std::atomic<bool>& stop, const std::string& counters_path,
+                   const std::string& control_path = "");
 
  private:
   struct InFlight {
@@ -49,6 +51,10 @@ class Forwarder {
   // Collects packets the model has decided on and writes those whose release time has come.
   void ReleaseDue(absl::Time now);
   void WriteCounters(const std::string& path) const;
+  // The control file: a first line "generation N", then one line "FROM TO LOSS FLOW_BPS" (host
+  // indexes) per overridden direction; every override not listed is lifted. Once applied, the
+  // generation is written to PATH.applied, which hmc-wanem cut/heal/degrade wait for.
+  void ApplyControl(const std::string& path);
 
   LinkModel model_;
   std::vector<UniqueFd> tuns_;

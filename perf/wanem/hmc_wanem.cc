@@ -3,6 +3,7 @@
 //   hmc-wanem up perf/topologies/us-eu.topo [--prefix=hmcw] [--seed=1] [--scale=0.15] [--mtu=1500]
 //   hmc-wanem exec us-0 [--prefix=hmcw] -- build/bin/hello_allreduce
 //   hmc-wanem status [--prefix=hmcw]
+//   hmc-wanem cut us eu | heal us eu | degrade us-0 eu-0 [--loss=0.02] [--rate=50]
 //   hmc-wanem down [--prefix=hmcw]
 //
 // `up` gives every host of the topology its own network namespace (PREFIX-HOST) with a TUN
@@ -18,6 +19,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -48,6 +50,8 @@ struct Args {
   // The emulated interfaces' MTU. The forwarder's cost is per packet, so jumbo frames (as cloud
   // VPCs allow: 8896 on Google Cloud, 9001 on AWS) raise the rate it sustains several times.
   int mtu = 1500;
+  double loss = -1;      // degrade: the links' loss; negative: the topology's.
+  double rate_mbit = 0;  // degrade: each flow's cap, Mbit/s; 0: the topology's.
 };
 
 std::string StateDir(const std::string& prefix) { return "/run/hmc-wanem/" + prefix; }
@@ -149,7 +153,7 @@ int Emulate(const Topology& topology, LinkModel model, const Args& a, int ready)
   signal(SIGTERM, OnSignal);
   signal(SIGINT, OnSignal);
   Forwarder forwarder(std::move(model), std::move(tuns));
-  absl::Status s = forwarder.Run(g_stop, dir + "/counters");
+  absl::Status s = forwarder.Run(g_stop, dir + "/counters", dir + "/control");
   if (!s.ok()) std::fprintf(stderr, "hmc-wanem: %s\n", s.ToString().c_str());
   return s.ok() ? 0 : 1;
 }
@@ -230,6 +234,88 @@ int Exec(const Args& a) {
   return 127;
 }
 
+// The host indexes (line numbers of the state's hosts file) a name stands for: a host, or every
+// host of a region.
+std::vector<int> HostsNamed(const std::string& hosts_file, const std::string& name) {
+  std::vector<int> found;
+  int index = 0;
+  for (absl::string_view line : absl::StrSplit(hosts_file, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> fields = absl::StrSplit(line, ' ');
+    if (fields.size() >= 2 && (fields[0] == name || fields[1] == name)) found.push_back(index);
+    ++index;
+  }
+  return found;
+}
+
+// cut, heal and degrade: rewrites the control file (forwarder.h) and waits until the running
+// emulator applied it.
+int Control(const Args& a) {
+  if (a.positional.size() != 2) {
+    std::fprintf(stderr, "usage: hmc-wanem %s A B [--prefix=P]%s  (A, B: hosts or regions)\n",
+                 a.command.c_str(), a.command == "degrade" ? " [--loss=F] [--rate=MBIT]" : "");
+    return 2;
+  }
+  const std::string dir = StateDir(a.prefix);
+  const std::string hosts = ReadFile(dir + "/hosts");
+  const std::vector<int> from = HostsNamed(hosts, a.positional[0]);
+  const std::vector<int> to = HostsNamed(hosts, a.positional[1]);
+  if (hosts.empty() || from.empty() || to.empty()) {
+    std::fprintf(stderr, "hmc-wanem: no host or region '%s' in '%s' (is it up?)\n",
+                 (from.empty() ? a.positional[0] : a.positional[1]).c_str(), a.prefix.c_str());
+    return 1;
+  }
+  // The overrides in force: (from, to) -> (loss, flow bits/s).
+  const std::string control = dir + "/control";
+  std::map<std::pair<int, int>, std::pair<double, double>> overrides;
+  uint64_t generation = 0;
+  {
+    std::istringstream in(ReadFile(control));
+    std::string word;
+    in >> word >> generation;
+    int f, t;
+    double loss, bps;
+    while (in >> f >> t >> loss >> bps) overrides[{f, t}] = {loss, bps};
+  }
+  int changed = 0;
+  for (int f : from) {
+    for (int t : to) {
+      if (f == t) continue;
+      for (const auto& pair : {std::make_pair(f, t), std::make_pair(t, f)}) {
+        if (a.command == "heal") {
+          overrides.erase(pair);
+        } else if (a.command == "cut") {
+          overrides[pair] = {1.0, 0};
+        } else {
+          overrides[pair] = {a.loss, a.rate_mbit * 1e6};
+        }
+        ++changed;
+      }
+    }
+  }
+  ++generation;
+  {
+    std::ofstream out(control + ".tmp");
+    out << "generation " << generation << '\n';
+    for (const auto& [pair, value] : overrides) {
+      out << pair.first << ' ' << pair.second << ' ' << value.first << ' ' << value.second << '\n';
+    }
+  }
+  std::rename((control + ".tmp").c_str(), control.c_str());
+  for (int i = 0; i < 100; ++i) {
+    uint64_t applied = 0;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(control + ".applied")), &applied) &&
+        applied >= generation) {
+      std::printf("hmc-wanem: %s %s <-> %s (%d directions)\n", a.command.c_str(),
+                  a.positional[0].c_str(), a.positional[1].c_str(), changed);
+      return 0;
+    }
+    usleep(20000);
+  }
+  std::fprintf(stderr, "hmc-wanem: the emulator of '%s' did not apply the change (is it up?)\n",
+               a.prefix.c_str());
+  return 1;
+}
+
 int Status(const Args& a) {
   const std::string dir = StateDir(a.prefix);
   int pid = 0;
@@ -265,6 +351,16 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "hmc-wanem: --mtu must be 576 to 65000\n");
         return 2;
       }
+    } else if (absl::StartsWith(arg, "--loss=")) {
+      if (!absl::SimpleAtod(arg.substr(7), &a.loss) || a.loss < 0 || a.loss > 1) {
+        std::fprintf(stderr, "hmc-wanem: --loss must be 0 to 1\n");
+        return 2;
+      }
+    } else if (absl::StartsWith(arg, "--rate=")) {
+      if (!absl::SimpleAtod(arg.substr(7), &a.rate_mbit) || a.rate_mbit <= 0) {
+        std::fprintf(stderr, "hmc-wanem: --rate must be a positive Mbit/s\n");
+        return 2;
+      }
     } else if (a.command.empty()) {
       a.command = arg;
     } else {
@@ -279,8 +375,11 @@ int main(int argc, char** argv) {
   if (a.command == "down") return hmc::wanem::Down(a);
   if (a.command == "exec") return hmc::wanem::Exec(a);
   if (a.command == "status") return hmc::wanem::Status(a);
+  if (a.command == "cut" || a.command == "heal" || a.command == "degrade") {
+    return hmc::wanem::Control(a);
+  }
   std::fprintf(stderr,
-               "usage: hmc-wanem up TOPOLOGY | exec HOST -- CMD... | status | down "
-               "[--prefix=P]\n");
+               "usage: hmc-wanem up TOPOLOGY | exec HOST -- CMD... | status | cut A B | heal A B "
+               "| degrade A B [--loss=F] [--rate=MBIT] | down [--prefix=P]\n");
   return 2;
 }

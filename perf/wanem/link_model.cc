@@ -49,6 +49,7 @@ absl::StatusOr<LinkModel> LinkModel::Create(const Topology& topology, uint64_t s
     }
   }
   model.counters_.resize(n * n);
+  model.topology_paths_ = model.paths_;
   return model;
 }
 
@@ -86,6 +87,23 @@ uint64_t LinkModel::Admit(int from, int to, uint64_t flow, uint64_t bytes, absl:
   ++f.in_pipeline;
   events_.push(Event{now, id, 0, from, to, bytes, &f});
   return id;
+}
+
+void LinkModel::Override(int from, int to, double loss, double flow_bps) {
+  PathSpec& path = paths_[from * hosts_ + to];
+  path.loss = loss >= 0 ? loss : topology_paths_[from * hosts_ + to].loss;
+  if (flow_bps > 0)
+    path.flow_bps = std::min(topology_paths_[from * hosts_ + to].flow_bps, flow_bps);
+  for (auto& [key, flow] : flows_) {
+    if (std::get<0>(key) == from && std::get<1>(key) == to) flow.cap.SetRate(path.flow_bps);
+  }
+}
+
+void LinkModel::ClearOverrides() {
+  paths_ = topology_paths_;
+  for (auto& [key, flow] : flows_) {
+    flow.cap.SetRate(paths_[std::get<0>(key) * hosts_ + std::get<1>(key)].flow_bps);
+  }
 }
 
 RateStage& LinkModel::StageOf(const Event& e) {

@@ -25,6 +25,7 @@ class RateStage {
   // When the packet has left the stage, or nullopt if the queue is full (a tail drop).
   std::optional<absl::Time> Pass(absl::Time arrival, uint64_t bytes);
   absl::Time free_at() const { return free_at_; }
+  void SetRate(double bits_per_second) { bytes_per_second_ = bits_per_second / 8; }
 
  private:
   double bytes_per_second_;
@@ -65,6 +66,11 @@ class LinkModel {
   // Moves packets through the stages up to `now`, appending the fate of each that left the last
   // stage or was dropped.
   void Advance(absl::Time now, std::vector<Outcome>* outcomes);
+  // Changes one host pair's path while it runs (hmc-wanem cut/heal/degrade): `loss`, when not
+  // negative, replaces its random loss (1 cuts it), and `flow_bps`, when above 0, caps each of its
+  // flows (flows already running included). ClearOverrides restores every path of the topology.
+  void Override(int from, int to, double loss, double flow_bps);
+  void ClearOverrides();
   // When the next packet leaves a stage, if any is inside.
   std::optional<absl::Time> NextEvent() const;
   const Counters& counters(int from, int to) const { return counters_[from * hosts_ + to]; }
@@ -98,9 +104,10 @@ class LinkModel {
   uint64_t mtu_ = 1500;
   uint64_t queue_bytes_ = 0;
   std::vector<RateStage> nic_out_, nic_in_;
-  std::vector<PathSpec> paths_;         // [from * hosts + to], scaled.
-  std::vector<int> path_stage_;         // [from * hosts + to] -> index into path_stages_.
-  std::vector<RateStage> path_stages_;  // One per ordered region pair.
+  std::vector<PathSpec> paths_;           // [from * hosts + to], scaled, with overrides.
+  std::vector<PathSpec> topology_paths_;  // The same without overrides.
+  std::vector<int> path_stage_;           // [from * hosts + to] -> index into path_stages_.
+  std::vector<RateStage> path_stages_;    // One per ordered region pair.
   std::map<std::tuple<int, int, uint64_t>, Flow> flows_;
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   std::vector<Counters> counters_;

@@ -115,6 +115,36 @@ TEST_F(WanemUp, RanksOnEmulatedHostsAllReduceAcrossTheEmulatedWan) {
   EXPECT_GT(us_to_eu, 200003u * 4 / 2) << ReadFile(counters);
 }
 
+// Whether one ping from `from` reaches `address` within a second.
+bool Pings(const std::string& prefix, const std::string& from, const std::string& address) {
+  auto p = Process::Spawn({"ip", "netns", "exec", prefix + "-" + from, "ping", "-c", "1", "-W",
+                           "1", address},
+                          {}, {.output_path = "/dev/null"});
+  if (!p.ok()) return false;
+  auto code = p->Wait(absl::Now() + absl::Seconds(10));
+  return code.ok() && *code == 0;
+}
+
+// hmc-wanem cut/heal between regions of a running emulator: packets stop and flow again, and
+// within the US nothing changes.
+TEST_F(WanemUp, CutSilencesTheLinksBetweenRegionsAndHealRestoresThem) {
+  Up(HMC_SOURCE_DIR "/perf/topologies/us-eu.topo");
+  EXPECT_TRUE(Pings(prefix_, "us-0", "10.201.0.3"));
+  const std::string output = testing::TempDir() + "/cut.out";
+  ASSERT_EQ(RunWanem({"cut", "us", "eu", "--prefix=" + prefix_}, output), 0) << ReadFile(output);
+  EXPECT_TRUE(absl::StrContains(ReadFile(output), "cut us <-> eu (8 directions)"))
+      << ReadFile(output);
+  EXPECT_FALSE(Pings(prefix_, "us-0", "10.201.0.3"));
+  EXPECT_FALSE(Pings(prefix_, "eu-1", "10.201.0.2"));
+  EXPECT_TRUE(Pings(prefix_, "us-0", "10.201.0.2"));
+  ASSERT_EQ(RunWanem({"degrade", "us-0", "eu-0", "--rate=5", "--prefix=" + prefix_}), 0);
+  ASSERT_EQ(RunWanem({"heal", "us", "eu", "--prefix=" + prefix_}), 0);
+  EXPECT_TRUE(Pings(prefix_, "us-0", "10.201.0.3"));
+  EXPECT_TRUE(Pings(prefix_, "eu-1", "10.201.0.2"));
+  EXPECT_EQ(RunWanem({"cut", "us", "mars", "--prefix=" + prefix_}, output), 1);
+  EXPECT_TRUE(absl::StrContains(ReadFile(output), "no host or region 'mars'")) << ReadFile(output);
+}
+
 // hmcrun's network-namespace spawner: an inventory of the emulated hosts (groups are regions)
 // starts every rank inside its host's namespace, with the coordinator listening inside the first.
 TEST_F(WanemUp, HmcrunRunsRanksInTheEmulatedHosts) {

@@ -145,6 +145,29 @@ TEST(LinkModel, OneFlowIsCappedAndManyFlowsFillThePath) {
   EXPECT_NEAR(Throughput(*light, 2, 100e6, 2), 200e6, 200e6 * 0.02);
 }
 
+// hmc-wanem cut/degrade/heal while the emulator runs: a cut path delivers nothing, a degraded
+// one caps each flow at the rate given, and lifting the overrides restores the topology's path.
+TEST(LinkModel, OverridesCutDegradeAndHealAPath) {
+  auto topology = ParseTopology(
+      "region us\nregion eu\nhost us-0 region=us\nhost us-1 region=us\n"
+      "host eu-0 region=eu\npath us us rtt=1ms capacity=10Gbit\n"
+      "path eu eu rtt=1ms capacity=10Gbit\n"
+      "path us eu rtt=103.2ms capacity=600Mbit flow=211Mbit\n",
+      "x");
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  auto cut = LinkModel::Create(*topology, 1);
+  cut->Override(0, 2, 1.0, 0);
+  EXPECT_EQ(Throughput(*cut, 1, 100e6, 1), 0);
+  EXPECT_GT(cut->counters(0, 2).random_losses, 0u);
+  auto degraded = LinkModel::Create(*topology, 1);
+  degraded->Override(0, 2, -1, 50e6);
+  EXPECT_NEAR(Throughput(*degraded, 1, 400e6, 2), 50e6, 50e6 * 0.03);
+  auto healed = LinkModel::Create(*topology, 1);
+  healed->Override(0, 2, 1.0, 10e6);
+  healed->ClearOverrides();
+  EXPECT_NEAR(Throughput(*healed, 1, 400e6, 2), 211e6, 211e6 * 0.02);
+}
+
 // A flow queueing behind its cap must not delay or drop another flow's packets on the shared
 // path: each stage sees its packets in time order.
 TEST(LinkModel, ABackloggedFlowDoesNotStarveAnother) {
