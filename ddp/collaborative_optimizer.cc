@@ -4,8 +4,11 @@
 #include <c10/util/Exception.h>
 #include <torch/optim/optimizer.h>
 
+#include <string>
+
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "ddp/optimizer_state.h"
 #include "ddp/tensor_interop.h"
 #include "ddp/work_future.h"
 
@@ -29,9 +32,23 @@ CollaborativeOptimizer::CollaborativeOptimizer(std::shared_ptr<Communicator> com
     parameters_.push_back(p);
     numel += p.numel();
   }
-  BroadcastFromRankZero(*comm_, parameters_);
+  const bool joined = comm_->joined_running_group();
+  TORCH_CHECK(!joined || options_.fault_tolerant,
+              "hmc: this peer joined a running group, which only a fault-tolerant collaborative "
+              "optimizer can take");
+  TORCH_CHECK(!options_.fault_tolerant || !options_.delay_updates,
+              "hmc: fault-tolerant collaborative rounds do not delay updates");
+  if (!joined) BroadcastFromRankZero(*comm_, parameters_);  // A joiner downloads them.
   accumulated_ = at::zeros({numel}, at::kFloat);
-  ThrowIfError(comm_->PutKey(ProgressKey(0, comm_->rank()), "0"));
+  round_state_ = at::zeros({1}, at::kLong);
+  if (options_.fault_tolerant) {
+    for (size_t i = 0; i < parameters_.size(); ++i) {
+      shared_.emplace_back("parameter." + std::to_string(i), parameters_[i].detach());
+    }
+    for (auto& named : MaterializeOptimizerState(optimizer_)) shared_.push_back(named);
+    shared_.emplace_back("collab.round", round_state_);
+  }
+  ThrowIfError(comm_->PutKey(ProgressKey(0, comm_->id()), "0"));
   progress_ = std::thread([this] { TrackProgress(); });
 }
 
@@ -40,8 +57,8 @@ CollaborativeOptimizer::~CollaborativeOptimizer() {
   progress_.join();
 }
 
-std::string CollaborativeOptimizer::ProgressKey(int64_t round, int rank) const {
-  return absl::StrCat("collab/", options_.run, "/", round, "/", rank);
+std::string CollaborativeOptimizer::ProgressKey(int64_t round, int id) const {
+  return absl::StrCat("collab/", options_.run, "/", round, "/", id);
 }
 
 // Publishes this peer's count when it changes and reads the others'; a peer that has not begun
@@ -58,14 +75,15 @@ void CollaborativeOptimizer::TrackProgress() {
     const int64_t round = this->round();
     const int64_t mine = local_samples_.load();
     if (round != published_round || mine != published) {
-      if (!comm_->PutKey(ProgressKey(round, comm_->rank()), absl::StrCat(mine)).ok()) return;
+      if (!comm_->PutKey(ProgressKey(round, comm_->id()), absl::StrCat(mine)).ok()) return;
       published_round = round;
       published = mine;
     }
-    // Every peer's count in one round trip to the coordinator.
+    // Every other member's count in one round trip to the coordinator (a peer that left the
+    // group no longer counts).
     std::vector<std::string> keys;
-    for (int r = 0; r < comm_->size(); ++r) {
-      if (r != comm_->rank()) keys.push_back(ProgressKey(round, r));
+    for (const PeerEntry& member : comm_->peers().peers) {
+      if (member.rank != comm_->id()) keys.push_back(ProgressKey(round, member.rank));
     }
     int64_t others = 0;
     for (const absl::StatusOr<std::string>& value :
@@ -90,18 +108,66 @@ bool CollaborativeOptimizer::Step(int64_t samples) {
     offset += n;
   }
   local_samples_ += samples;
+  bool full;
   {
     MutexLock lock(&mu_);
-    if (local_samples_.load() + others_samples_ < options_.target_batch_size) return false;
+    full = local_samples_.load() + others_samples_ >= options_.target_batch_size;
   }
+  // A peer that joined has no idea of the group's round: it takes part in the next one at once.
+  if (!full && !(options_.fault_tolerant && comm_->state_stale())) return false;
 
   // The round is full as far as this peer knows: publish the final count at once (peers still
   // training learn it sooner), then average.
   ThrowIfError(
-      comm_->PutKey(ProgressKey(round(), comm_->rank()), absl::StrCat(local_samples_.load())));
+      comm_->PutKey(ProgressKey(round(), comm_->id()), absl::StrCat(local_samples_.load())));
+  if (options_.fault_tolerant) return AverageRound();
   if (options_.delay_updates && in_flight_.has_value()) ApplyInFlight();
   StartAveraging();
   if (!options_.delay_updates) ApplyInFlight();
+  return true;
+}
+
+bool CollaborativeOptimizer::AverageRound() {
+  const int64_t local = local_samples_.load();
+  // The weighted average of the peers' mean gradients is the group's gradient per sample.
+  at::Tensor mean = accumulated_ / static_cast<double>(local);
+  SharedState state;
+  for (const auto& [name, tensor] : shared_) {
+    absl::StatusOr<Buffer> buffer = BufferOf(tensor);
+    ThrowIfError(buffer.status());
+    state.tensors.emplace_back(name, *buffer);
+  }
+  absl::StatusOr<AverageOutcome> outcome =
+      averager_.AverageRound(mean, static_cast<double>(local), &state);
+  if (!outcome.ok()) {
+    // Given up on every survivor alike: the samples stay in the round, which is tried again.
+    if (IsMembershipChanged(outcome.status())) return false;
+    ThrowIfError(outcome.status());
+  }
+  int64_t offset = 0;
+  for (at::Tensor& p : parameters_) {
+    at::Tensor average = mean.narrow(0, offset, p.numel()).view_as(p);
+    if (p.mutable_grad().defined()) {
+      p.mutable_grad().copy_(average);
+    } else {
+      p.mutable_grad() = average.clone();
+    }
+    offset += p.numel();
+  }
+  const int64_t completed = round_state_.item<int64_t>();
+  SetOptimizerSteps(optimizer_, completed);  // Adam's count: the group's, a joiner's too.
+  optimizer_.step();
+  for (at::Tensor& p : parameters_) p.mutable_grad().zero_();
+  round_state_.fill_(completed + 1);
+  accumulated_.zero_();
+  ++steps_;
+  last_round_samples_ = static_cast<int64_t>(outcome->total_weight);
+  last_round_local_samples_ = local;
+  last_round_peers_ = static_cast<int>(outcome->contributors.size());
+  MutexLock lock(&mu_);
+  others_samples_ = 0;
+  local_samples_.store(0);
+  round_ = completed + 1;
   return true;
 }
 

@@ -33,6 +33,13 @@ struct CollaborativeOptions {
   // How often progress is published and read (through the coordinator's key-value store).
   absl::Duration progress_interval = absl::Milliseconds(20);
   std::string run = "collab";  // Keys progress apart from other optimizers of the world.
+  // Each round is one Communicator::Average (each peer's mean gradient weighted by its samples):
+  // a peer lost during a round leaves the survivors with the same outcome (the round commits
+  // with the samples actually averaged, or every survivor keeps accumulating and tries again),
+  // progress counts only the current members, and a peer that joins the running group downloads
+  // the parameters, the optimizer's state and the round count in its first round, in which its
+  // samples count for nothing. Not with delay_updates (an Average is not overlapped).
+  bool fault_tolerant = false;
 };
 
 // A collaborative optimizer in the spirit of Hivemind's: every peer trains on its own batches and
@@ -60,6 +67,10 @@ class CollaborativeOptimizer {
   void Finish();
 
   int64_t steps() const { return steps_; }
+  // Fault tolerant: the rounds the group completed (a joiner learns them in its first), and the
+  // peers the last round averaged.
+  int64_t rounds() const { return round_state_.item<int64_t>(); }
+  int last_round_peers() const { return last_round_peers_; }
   // The group's samples behind the last average, and this peer's part of them.
   int64_t last_round_samples() const { return last_round_samples_; }
   int64_t last_round_local_samples() const { return last_round_local_samples_; }
@@ -74,7 +85,9 @@ class CollaborativeOptimizer {
     c10::intrusive_ptr<c10::ivalue::Future> samples_done;
   };
 
-  std::string ProgressKey(int64_t round, int rank) const;
+  std::string ProgressKey(int64_t round, int id) const;
+  // Fault tolerant: the round as one Average; true when it committed and the optimizer stepped.
+  bool AverageRound();
   int64_t round() const;
   void TrackProgress();
   void StartAveraging();
@@ -91,6 +104,10 @@ class CollaborativeOptimizer {
   int64_t steps_ = 0;
   int64_t last_round_samples_ = 0;
   int64_t last_round_local_samples_ = 0;
+  int last_round_peers_ = 0;
+  // Fault tolerant: what a joining peer downloads (parameters, optimizer state, round_state_).
+  std::vector<std::pair<std::string, at::Tensor>> shared_;
+  at::Tensor round_state_;  // i64 [1]: rounds completed, as round_.
 
   // Shared with the progress thread: the round and what the other peers had done in it, as last
   // read (a count read for an earlier round must never count toward a later one).

@@ -3,8 +3,13 @@
 // moment on a random rank) and prints, per fault type: hangs, inconsistent rounds, lost committed
 // rounds, and the recovery time (fault -> next round every survivor committed) as median, 90th
 // percentile and maximum. Exits 1 if any trial hung, disagreed or lost a round.
+//
+// With --wanem_prefix the ranks run on the hosts of a running hmc-wanem (rank r on host r mod
+// hosts, the coordinator on the first host), over the emulated WAN; `cut` then cuts the victim's
+// host off from every other with hmc-wanem cut, and heals it after the trial.
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -12,11 +17,16 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "launcher/process.h"
 #include "perf/fault/fault_trial.h"
 
 ABSL_FLAG(std::string, faults, "kill,stop,coordinator",
-          "Fault types, comma-separated (none, kill, stop, coordinator; cut needs namespaces: "
-          "tests/fault/link_cut_test.cc).");
+          "Fault types, comma-separated (none, kill, stop, coordinator, coordinator-restart, join, "
+          "replace; cut with --wanem_prefix).");
+ABSL_FLAG(int64_t, state, 0, "Floats of state the ranks keep in step and joiners download.");
+ABSL_FLAG(std::string, wanem_prefix, "",
+          "Run the ranks on the hosts of this running hmc-wanem (see the top of this file).");
+ABSL_FLAG(absl::Duration, limit, absl::Seconds(120), "A rank still running then is a hang.");
 ABSL_FLAG(int, trials, 10, "Trials per fault type.");
 ABSL_FLAG(int, ranks, 4, "Ranks per trial.");
 ABSL_FLAG(int, rounds, 20, "Averaging rounds per trial.");
@@ -36,15 +46,51 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5))];
 }
 
+// An emulated host: its name, address and network namespace.
+struct EmulatedHost {
+  std::string name, address, netns;
+};
+
+std::vector<EmulatedHost> EmulatedHosts(const std::string& prefix) {
+  std::vector<EmulatedHost> hosts;
+  std::ifstream in("/run/hmc-wanem/" + prefix + "/hosts");
+  std::string name, region, address, netns;
+  while (in >> name >> region >> address >> netns) hosts.push_back({name, address, netns});
+  return hosts;
+}
+
+// hmc-wanem cut or heal between `host` and every other emulated host.
+void CutOrHeal(const std::string& prefix, const std::string& command, const std::string& host,
+               const std::vector<EmulatedHost>& hosts) {
+  for (const EmulatedHost& other : hosts) {
+    if (other.name == host) continue;
+    absl::StatusOr<hmc::Process> p =
+        hmc::Process::Spawn({HMC_WANEM_PATH, command, host, other.name, "--prefix=" + prefix}, {},
+                            {.output_path = "/dev/null"});
+    if (p.ok()) p->Wait(absl::Now() + absl::Seconds(10)).IgnoreError();
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  std::printf("# %d ranks, %d rounds of %lld floats, pause %s, heartbeat timeout %s\n",
-              absl::GetFlag(FLAGS_ranks), absl::GetFlag(FLAGS_rounds),
-              static_cast<long long>(absl::GetFlag(FLAGS_count)),
-              absl::FormatDuration(absl::GetFlag(FLAGS_pause)).c_str(),
-              absl::FormatDuration(absl::GetFlag(FLAGS_heartbeat_timeout)).c_str());
+  const std::string prefix = absl::GetFlag(FLAGS_wanem_prefix);
+  const std::vector<EmulatedHost> hosts =
+      prefix.empty() ? std::vector<EmulatedHost>{} : EmulatedHosts(prefix);
+  if (!prefix.empty() && hosts.empty()) {
+    std::fprintf(stderr, "hmc-fault: no hmc-wanem '%s' is up\n", prefix.c_str());
+    return 2;
+  }
+  std::printf(
+      "# %d ranks, %d rounds of %lld floats, pause %s, heartbeat timeout %s, state %lld "
+      "floats, %s\n",
+      absl::GetFlag(FLAGS_ranks), absl::GetFlag(FLAGS_rounds),
+      static_cast<long long>(absl::GetFlag(FLAGS_count)),
+      absl::FormatDuration(absl::GetFlag(FLAGS_pause)).c_str(),
+      absl::FormatDuration(absl::GetFlag(FLAGS_heartbeat_timeout)).c_str(),
+      static_cast<long long>(absl::GetFlag(FLAGS_state)),
+      prefix.empty() ? "loopback" : ("hmc-wanem " + prefix).c_str());
   std::printf(
       "| fault | trials | faults after the last round (no trial) | hangs | inconsistent rounds | "
       "lost committed rounds | recovery median s | p90 s | max s |\n"
@@ -73,7 +119,28 @@ int main(int argc, char** argv) {
       spec.seed = seed++;
       spec.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
       spec.stop_for = absl::GetFlag(FLAGS_stop_for);
+      spec.state = absl::GetFlag(FLAGS_state);
+      spec.limit = absl::GetFlag(FLAGS_limit);
+      std::string cut_host;
+      if (!hosts.empty()) {
+        const int n = static_cast<int>(hosts.size());
+        spec.coordinator_bind = hosts[0].address + ":0";
+        spec.coordinator_netns = hosts[0].netns;
+        spec.rank_prefix = [&hosts, n](int rank) {
+          return std::vector<std::string>{"ip", "netns", "exec", hosts[rank % n].netns};
+        };
+        if (*kind == hmc::fault::FaultKind::kCut) {
+          // A rank other than the coordinator's host's, and every rank on its host.
+          const int victim = 1 + static_cast<int>(spec.seed % (std::min(n, spec.ranks) - 1));
+          cut_host = hosts[victim % n].name;
+          for (int r = 0; r < spec.ranks; ++r) {
+            if (r % n == victim % n) spec.cut_off.push_back(r);
+          }
+          spec.cut = [&, cut_host] { CutOrHeal(prefix, "cut", cut_host, hosts); };
+        }
+      }
       absl::StatusOr<hmc::fault::TrialResult> r = hmc::fault::RunTrial(spec);
+      if (!cut_host.empty()) CutOrHeal(prefix, "heal", cut_host, hosts);
       if (!r.ok()) {
         std::fprintf(stderr, "hmc-fault: trial %d: %s\n", t, r.status().ToString().c_str());
         return 2;

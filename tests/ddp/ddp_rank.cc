@@ -14,6 +14,7 @@
 //   rejoin    fault-tolerant DDP helper with Adam: the last rank kills itself in step 5, a
 //             replacement (the same mode, started later) joins, downloads parameters, Adam's
 //             moments and the step count, and trains on; prints a hash of what it holds
+//   collab-rejoin  the same with the fault-tolerant collaborative optimizer
 #include <signal.h>
 #include <torch/torch.h>
 
@@ -277,6 +278,43 @@ int RunRejoin(std::shared_ptr<Communicator> comm) {
   return 0;
 }
 
+// RunRejoin's story with the fault-tolerant collaborative optimizer: rounds of three peers'
+// samples, the last peer dies in round 4, a replacement joins; they stop once kMinRounds rounds are
+// done and the last kFullRounds had three peers.
+int RunCollabRejoin(std::shared_ptr<Communicator> comm) {
+  constexpr int kKillAt = 4, kMinRounds = 20, kFullRounds = 3, kMaxBatches = 4000, kPeers = 3;
+  const int id = comm->id();
+  const bool joiner = comm->joined_running_group();
+  const Data d = MakeData(kMaxBatches * kBatch);
+  auto model = MakeModel();
+  if (joiner) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.add_(1.0);
+  }
+  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.01));
+  CollaborativeOptimizer collab(comm, model->parameters(), adam,
+                                {.target_batch_size = 4 * kPeers * kBatch,
+                                 .progress_interval = absl::Milliseconds(5),
+                                 .fault_tolerant = true});
+  int full_rounds = 0;
+  for (int b = 0; b < kMaxBatches; ++b) {
+    const int64_t begin = ((b * 7 + id * 13) % (kMaxBatches - 1)) * kBatch;
+    adam.zero_grad();
+    Loss(model, d.x.narrow(0, begin, kBatch), d.y.narrow(0, begin, kBatch)).backward();
+    if (id == kPeers - 1 && collab.rounds() == kKillAt) raise(SIGKILL);
+    if (!collab.Step(kBatch)) continue;
+    // The same on every peer: the committed round's.
+    full_rounds = collab.last_round_peers() == kPeers ? full_rounds + 1 : 0;
+    if (collab.rounds() >= kMinRounds && full_rounds >= kFullRounds) break;
+  }
+  std::vector<std::pair<std::string, at::Tensor>> held = MaterializeOptimizerState(adam);
+  for (auto& p : model->parameters()) held.emplace_back("parameter", p);
+  std::printf("final id=%d joiner=%d step=%lld hash=%llu\n", id, joiner ? 1 : 0,
+              static_cast<long long>(collab.rounds()),
+              static_cast<unsigned long long>(HashTensors(held)));
+  return 0;
+}
+
 int RunReducer(std::shared_ptr<Communicator> comm) {
   const Data d = MakeData(kSteps * comm->size() * kBatch);
   auto model = MakeModel();
@@ -475,6 +513,7 @@ int main(int argc, char** argv) {
     if (mode == "mismatch") return hmc::ddp::RunMismatch(comm);
     if (mode == "survive") return hmc::ddp::RunSurvive(comm);
     if (mode == "rejoin") return hmc::ddp::RunRejoin(comm);
+    if (mode == "collab-rejoin") return hmc::ddp::RunCollabRejoin(comm);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

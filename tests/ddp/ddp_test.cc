@@ -90,10 +90,13 @@ TEST(Ddp, FaultTolerantHelperTrainsOnWithTheSurvivors) {
   }
 }
 
-// A killed rank's replacement joins fault-tolerant DDP training (ddp_rank.cc, "rejoin"): it takes
-// the group's parameters, Adam's moments and step count, and at the end every rank holds the same
-// bits, the replacement included.
-TEST(Ddp, ReplacementRankJoinsWithTheGroupsStateAndStaysInStep) {
+// A killed rank's replacement joins fault-tolerant training (ddp_rank.cc, "rejoin" with the DDP
+// helper, "collab-rejoin" with the collaborative optimizer): it takes the group's parameters,
+// Adam's moments and step count, and at the end every rank holds the same bits, the replacement
+// included.
+class Rejoin : public testing::TestWithParam<std::string> {};
+
+TEST_P(Rejoin, ReplacementRankJoinsWithTheGroupsStateAndStaysInStep) {
   constexpr int kRanks = 3;
   CoordinatorConfig config;
   config.world_size = kRanks;
@@ -112,7 +115,7 @@ TEST(Ddp, ReplacementRankJoinsWithTheGroupsStateAndStaysInStep) {
     options.rank = rank;
     outputs.push_back(
         absl::StrCat(testing::TempDir(), "/ddp_rejoin", ranks.size(), "_", getpid(), ".log"));
-    auto p = Process::Spawn({HMC_TEST_DDP_PATH, "rejoin"}, options.ToEnvironment(),
+    auto p = Process::Spawn({HMC_TEST_DDP_PATH, GetParam()}, options.ToEnvironment(),
                             {.output_path = outputs.back()});
     ASSERT_TRUE(p.ok()) << p.status();
     ranks.push_back(std::move(*p));
@@ -141,6 +144,12 @@ TEST(Ddp, ReplacementRankJoinsWithTheGroupsStateAndStaysInStep) {
   }
   EXPECT_EQ(finals.size(), 1u) << absl::StrJoin(finals, "\n");
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, Rejoin, testing::Values("rejoin", "collab-rejoin"),
+                         [](const testing::TestParamInfo<std::string>& info) {
+                           return info.param == "rejoin" ? std::string("DdpHelper")
+                                                         : std::string("CollaborativeOptimizer");
+                         });
 
 }  // namespace
 }  // namespace hmc
