@@ -275,6 +275,7 @@ class Communicator {
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   RoundLedger ledger_ ABSL_GUARDED_BY(mu_);        // Where this rank stands in averaging rounds.
   bool state_stale_ ABSL_GUARDED_BY(mu_) = false;  // A joiner, until its state download.
+  bool state_tried_ ABSL_GUARDED_BY(mu_) = false;  // A download began: a next one resumes it.
   // This rank's sending rate, the highest any call measured (CollectiveContext::NoteSendRate),
   // bytes/s; 0 until one has.
   std::atomic<double> send_bytes_per_s_{0};

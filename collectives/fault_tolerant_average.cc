@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "collectives/communicator.h"
 #include "core/log.h"
 
@@ -139,13 +140,22 @@ absl::Status Communicator::PrepareAttempt(CollectiveContext& ctx,
   if (attempt->state == nullptr || std::find(stale.begin(), stale.end(), 1) == stale.end()) {
     return absl::OkStatus();
   }
-  absl::Status s = TransferState(ctx, stale, *attempt->state, &attempt->download);
+  bool resume = false;
+  if (attempt->stale) {
+    MutexLock lock(&mu_);
+    resume = state_tried_;
+    state_tried_ = true;
+  }
+  absl::Status s = TransferState(ctx, stale, *attempt->state, resume, &attempt->download);
   if (s.ok() && attempt->stale) {
     const StateDownload& d = attempt->download;
-    Logf("comm",
-         "rank %d: downloaded the members' state: %d of %d parts, %d bytes from %d "
-         "members in %s",
-         id_, d.parts_downloaded, d.parts, d.bytes, d.sources.size(), absl::FormatDuration(d.time));
+    std::vector<std::string> from;
+    for (size_t k = 0; k < d.sources.size(); ++k) {
+      from.push_back(absl::StrFormat("%d from member %d", d.bytes_from[k], d.sources[k]));
+    }
+    Logf("comm", "rank %d: downloaded the members' state: %d of %d parts, %d bytes (%s) in %s", id_,
+         d.parts_downloaded, d.parts, d.bytes, absl::StrJoin(from, ", "),
+         absl::FormatDuration(d.time));
     MutexLock lock(&mu_);
     state_stale_ = false;
   }

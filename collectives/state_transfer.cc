@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <deque>
+#include <future>
+#include <memory>
 
 #include "absl/strings/str_format.h"
+#include "core/mutex.h"
 
 namespace hmc {
 namespace {
@@ -33,30 +37,99 @@ uint8_t* PartData(const SharedState& state, const StatePart& part) {
   return state.tensors[part.tensor].second.byte_data() + part.offset;
 }
 
-// A holder: sends every part's hash to each stale member, then the parts each one asks for.
+// Requests and parts complete on transport threads, in any order; a transfer takes them in the
+// order they complete. Shared with the completion callbacks, which may outlive a transfer that
+// ended early (the context drains its requests later).
+class Completions {
+ public:
+  struct Done {
+    size_t key;  // The caller's: which request completed.
+    absl::Status status;
+  };
+  // Queues `key` when `request` completes.
+  static void Watch(const std::shared_ptr<Completions>& self, const RequestPtr& request,
+                    size_t key) {
+    request->Then([self, key](const absl::Status& status) {
+      MutexLock lock(&self->mu_);
+      self->done_.push_back(Done{key, status});
+    });
+  }
+  // Queues `key` now (work finished on another thread).
+  void Push(size_t key) {
+    MutexLock lock(&mu_);
+    done_.push_back(Done{key, absl::OkStatus()});
+  }
+  // The next completion, or DeadlineExceeded.
+  absl::StatusOr<Done> Next(absl::Time deadline) {
+    MutexLock lock(&mu_);
+    auto any = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !done_.empty(); };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&any), deadline)) {
+      return absl::DeadlineExceededError("the state transfer ran past the call's deadline");
+    }
+    Done d = std::move(done_.front());
+    done_.pop_front();
+    return d;
+  }
+
+ private:
+  Mutex mu_;
+  std::deque<Done> done_ ABSL_GUARDED_BY(mu_);
+};
+
+// A request lists at most this many part indexes; an empty one ends the transfer.
+constexpr size_t kMaxAsk = 16;
+// Parts a stale member keeps in flight from each holder: a round trip's worth of pipelining.
+constexpr size_t kWindow = 2;
+
+// A holder: serves the stale members' requests in the order they arrive (request k of a member
+// has segment k), each with the parts it names, while another thread hashes every part; the list
+// of hashes goes to each stale member as soon as it is ready.
 absl::Status Serve(CollectiveContext& ctx, const std::vector<int>& receivers,
                    const SharedState& state, const std::vector<StatePart>& parts) {
   const size_t hash_bytes = kHashBytes * parts.size();
   uint8_t* hashes = ctx.Scratch(hash_bytes);
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const Hash h = HashPart(state, parts[i]);
-    std::memcpy(hashes + kHashBytes * i, h.data(), kHashBytes);
-  }
+  auto completions = std::make_shared<Completions>();
+  constexpr size_t kHashesReady = ~size_t{0};
+  // Joined before this function returns (the future's destructor), even on an early error.
+  std::future<void> hashing = std::async(std::launch::async, [&, completions] {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      const Hash h = HashPart(state, parts[i]);
+      std::memcpy(hashes + kHashBytes * i, h.data(), kHashBytes);
+    }
+    completions->Push(kHashesReady);
+  });
   std::vector<CollectiveContext::Pending> sends;
-  std::vector<CollectiveContext::Pending> requests;
-  std::vector<uint32_t*> asked;
-  for (int r : receivers) {
-    sends.push_back(ctx.Send(r, Phase::kState, kHashStep, 0, hashes, hash_bytes));
-    asked.push_back(reinterpret_cast<uint32_t*>(ctx.Scratch(4 * parts.size())));
-    requests.push_back(
-        ctx.RecvUpTo(r, Phase::kState, kRequestStep, 0, asked.back(), 4 * parts.size()));
-  }
-  for (size_t k = 0; k < receivers.size(); ++k) {
+  std::vector<CollectiveContext::Pending> asks(receivers.size());
+  std::vector<uint32_t*> asked(receivers.size());
+  std::vector<uint32_t> next_ask(receivers.size(), 0);
+  auto post_ask = [&](size_t k) {
+    asked[k] = reinterpret_cast<uint32_t*>(ctx.Scratch(4 * kMaxAsk));
+    asks[k] = ctx.RecvUpTo(receivers[k], Phase::kState, kRequestStep, next_ask[k]++, asked[k],
+                           4 * kMaxAsk);
+    Completions::Watch(completions, asks[k].request, k);
+  };
+  for (size_t k = 0; k < receivers.size(); ++k) post_ask(k);
+  bool hashed = false;
+  for (size_t open = receivers.size(); open > 0 || !hashed;) {
+    absl::StatusOr<Completions::Done> done = completions->Next(ctx.deadline());
+    if (!done.ok()) return done.status();
+    if (done->key == kHashesReady) {
+      hashed = true;
+      for (int r : receivers) {
+        sends.push_back(ctx.Send(r, Phase::kState, kHashStep, 0, hashes, hash_bytes));
+      }
+      continue;
+    }
+    const size_t k = done->key;
     size_t received = 0;
-    if (absl::Status s = ctx.Wait(requests[k], &received); !s.ok()) return s;
+    if (absl::Status s = ctx.Wait(asks[k], &received); !s.ok()) return s;
     if (received % 4 != 0) {
       return ctx.PeerError(receivers[k], absl::DataLossError(absl::StrFormat(
                                              "a state request of %d bytes", received)));
+    }
+    if (received == 0) {
+      --open;  // That member has every part it asked for on its way.
+      continue;
     }
     for (size_t j = 0; j < received / 4; ++j) {
       const uint32_t index = asked[k][j];
@@ -68,14 +141,18 @@ absl::Status Serve(CollectiveContext& ctx, const std::vector<int>& receivers,
       sends.push_back(ctx.Send(receivers[k], Phase::kState, kPartStep, index,
                                PartData(state, parts[index]), parts[index].bytes));
     }
+    post_ask(k);
   }
   return ctx.WaitAll(sends);
 }
 
-// A stale member: takes the holders' hashes, checks they agree, and fetches the parts it lacks,
-// striped over the holders.
+// A stale member: fetches the parts it lacks and checks each against the hashes the holders
+// agree on. Each holder gets kWindow parts to send at first and one more whenever one of its
+// parts arrives, so a faster link carries more of the state without any measurement. A first
+// download fetches every part at once, while the holders hash; a resumed one (`resume`) first
+// hashes what this member holds, and fetches only the parts that differ.
 absl::Status Download(CollectiveContext& ctx, const std::vector<int>& sources,
-                      const SharedState& state, const std::vector<StatePart>& parts,
+                      const SharedState& state, const std::vector<StatePart>& parts, bool resume,
                       StateDownload* download) {
   const size_t hash_bytes = kHashBytes * parts.size();
   std::vector<uint8_t*> lists;
@@ -84,14 +161,50 @@ absl::Status Download(CollectiveContext& ctx, const std::vector<int>& sources,
     lists.push_back(ctx.Scratch(hash_bytes));
     pending.push_back(ctx.Recv(s, Phase::kState, kHashStep, 0, lists.back(), hash_bytes));
   }
+  std::vector<uint32_t> next_ask(sources.size(), 0);
+  std::vector<CollectiveContext::Pending> sends;
+  auto ask = [&](size_t k, const std::vector<uint32_t>& indexes) {
+    uint8_t* message = ctx.Scratch(4 * indexes.size() + 1);
+    std::memcpy(message, indexes.data(), 4 * indexes.size());
+    sends.push_back(ctx.Send(sources[k], Phase::kState, kRequestStep, next_ask[k]++, message,
+                             4 * indexes.size()));
+  };
+  auto finish_all = [&] {
+    for (size_t k = 0; k < sources.size(); ++k) ask(k, {});
+  };
+  auto completions = std::make_shared<Completions>();
+  std::vector<CollectiveContext::Pending> fetches(parts.size());
+  std::vector<int> source_of(parts.size(), -1);
+  std::vector<uint64_t> bytes_from(sources.size(), 0);
+  std::deque<uint32_t> wanted;
+  size_t in_flight = 0;
+  // Asks holder k for up to `count` more parts; false when none are left.
+  auto give = [&](size_t k, size_t count) {
+    std::vector<uint32_t> indexes;
+    while (indexes.size() < std::min(count, kMaxAsk) && !wanted.empty()) {
+      const uint32_t i = wanted.front();
+      wanted.pop_front();
+      source_of[i] = static_cast<int>(k);
+      fetches[i] = ctx.Recv(sources[k], Phase::kState, kPartStep, i, PartData(state, parts[i]),
+                            parts[i].bytes);
+      Completions::Watch(completions, fetches[i].request, i);
+      indexes.push_back(i);
+      ++in_flight;
+    }
+    if (!indexes.empty()) ask(k, indexes);
+    return !indexes.empty();
+  };
+  if (!resume) {
+    for (size_t i = 0; i < parts.size(); ++i) wanted.push_back(static_cast<uint32_t>(i));
+    for (size_t k = 0; k < sources.size(); ++k) give(k, kWindow);
+  }
   if (absl::Status s = ctx.WaitAll(pending); !s.ok()) return s;
   for (size_t k = 1; k < sources.size(); ++k) {
     for (size_t i = 0; i < parts.size(); ++i) {
       if (std::memcmp(lists[0] + kHashBytes * i, lists[k] + kHashBytes * i, kHashBytes) != 0) {
         // Asks for nothing, so that the holders finish, and fails: this rank cannot be a member.
-        std::vector<CollectiveContext::Pending> none;
-        for (int s : sources) none.push_back(ctx.Send(s, Phase::kState, kRequestStep, 0, "", 0));
-        ctx.WaitAll(none).IgnoreError();
+        finish_all();
+        ctx.WaitAll(sends).IgnoreError();
         return ctx.PeerError(
             sources[k],
             absl::DataLossError(absl::StrFormat(
@@ -102,44 +215,60 @@ absl::Status Download(CollectiveContext& ctx, const std::vector<int>& sources,
       }
     }
   }
-  // Ask each holder for a stripe of the parts this member does not hold already.
-  std::vector<std::vector<uint32_t>> asks(sources.size());
-  std::vector<int> source_of(parts.size(), -1);
-  int next = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (std::memcmp(HashPart(state, parts[i]).data(), lists[0] + kHashBytes * i, kHashBytes) == 0) {
-      continue;
+  if (resume) {
+    // The parts this member does not hold already (a download cut short left some).
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (std::memcmp(HashPart(state, parts[i]).data(), lists[0] + kHashBytes * i, kHashBytes) !=
+          0) {
+        wanted.push_back(static_cast<uint32_t>(i));
+      }
     }
-    source_of[i] = next;
-    asks[next].push_back(static_cast<uint32_t>(i));
-    next = (next + 1) % static_cast<int>(sources.size());
+    for (size_t k = 0; k < sources.size(); ++k) give(k, kWindow);
   }
-  std::vector<CollectiveContext::Pending> sends;
-  for (size_t k = 0; k < sources.size(); ++k) {
-    uint8_t* list = ctx.Scratch(4 * asks[k].size() + 1);
-    std::memcpy(list, asks[k].data(), 4 * asks[k].size());
-    sends.push_back(ctx.Send(sources[k], Phase::kState, kRequestStep, 0, list, 4 * asks[k].size()));
-  }
-  std::vector<std::pair<size_t, CollectiveContext::Pending>> fetches;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (source_of[i] < 0) continue;
-    fetches.emplace_back(
-        i, ctx.Recv(sources[source_of[i]], Phase::kState, kPartStep, static_cast<uint32_t>(i),
-                    PartData(state, parts[i]), parts[i].bytes));
-  }
-  for (const auto& [i, fetch] : fetches) {
-    if (absl::Status s = ctx.Wait(fetch); !s.ok()) return s;
+  if (wanted.empty()) finish_all();
+  bool finished = wanted.empty();
+  const absl::Time start = absl::Now();
+  while (in_flight > 0) {
+    absl::StatusOr<Completions::Done> done = completions->Next(ctx.deadline());
+    if (!done.ok()) return done.status();
+    const size_t i = done->key;
+    const size_t k = static_cast<size_t>(source_of[i]);
+    --in_flight;
+    if (absl::Status s = ctx.Wait(fetches[i]); !s.ok()) return s;
     if (std::memcmp(HashPart(state, parts[i]).data(), lists[0] + kHashBytes * i, kHashBytes) != 0) {
-      return ctx.PeerError(sources[source_of[i]],
-                           absl::DataLossError(absl::StrFormat(
-                               "state part %d of tensor '%s' does not match its hash", i,
-                               state.tensors[parts[i].tensor].first)));
+      return ctx.PeerError(sources[k], absl::DataLossError(absl::StrFormat(
+                                           "state part %d of tensor '%s' does not match its hash",
+                                           i, state.tensors[parts[i].tensor].first)));
     }
     download->bytes += parts[i].bytes;
+    bytes_from[k] += parts[i].bytes;
     ++download->parts_downloaded;
+    // The download lasts until its slowest link delivers its last part: a holder gets another
+    // part only if, at the rate it has shown, it delivers it before the others (at theirs) are
+    // through what is left. The fastest holder always gets one.
+    const double elapsed = std::max(1e-3, absl::ToDoubleSeconds(absl::Now() - start));
+    double total_rate = 0, fastest = 0, left = 0;
+    for (uint64_t b : bytes_from) {
+      total_rate += static_cast<double>(b) / elapsed;
+      fastest = std::max(fastest, static_cast<double>(b) / elapsed);
+    }
+    for (uint32_t w : wanted) left += static_cast<double>(parts[w].bytes);
+    const double rate = static_cast<double>(bytes_from[k]) / elapsed;
+    const bool worth =
+        rate >= fastest || in_flight == 0 ||
+        (!wanted.empty() &&
+         static_cast<double>(parts[wanted.front()].bytes) / rate <= left / total_rate);
+    if (worth) give(k, 1);
+    if (wanted.empty() && !finished) {
+      finish_all();
+      finished = true;
+    }
   }
+  if (!finished) finish_all();
   for (size_t k = 0; k < sources.size(); ++k) {
-    if (!asks[k].empty()) download->sources.push_back(sources[k]);
+    if (bytes_from[k] == 0) continue;
+    download->sources.push_back(sources[k]);
+    download->bytes_from.push_back(bytes_from[k]);
   }
   return ctx.WaitAll(sends);
 }
@@ -184,12 +313,14 @@ std::vector<StatePart> SplitState(const SharedState& state, size_t part_bytes) {
 size_t StatePartBytes(size_t total, int sources) {
   constexpr size_t kMinPart = 256 << 10;
   constexpr size_t kMaxPart = 16 << 20;
-  const size_t per_source = total / (4 * static_cast<size_t>(std::max(sources, 1)));
+  // Many parts per holder: the fast links take more of them, and the last part of a slow link,
+  // which the download waits for, is short.
+  const size_t per_source = total / (32 * static_cast<size_t>(std::max(sources, 1)));
   return std::max(std::clamp(per_source, kMinPart, kMaxPart), total / (kMaxParts / 2) + 1);
 }
 
 absl::Status TransferState(CollectiveContext& ctx, const std::vector<uint8_t>& stale,
-                           const SharedState& state, StateDownload* download) {
+                           const SharedState& state, bool resume, StateDownload* download) {
   std::vector<int> sources, receivers;
   for (int r = 0; r < ctx.size(); ++r) (stale[r] ? receivers : sources).push_back(r);
   if (receivers.empty() || sources.empty() || state.bytes() == 0) return absl::OkStatus();
@@ -200,7 +331,7 @@ absl::Status TransferState(CollectiveContext& ctx, const std::vector<uint8_t>& s
   if (stale[ctx.rank()]) {
     *download = StateDownload{};
     download->parts = static_cast<int>(parts.size());
-    status = Download(ctx, sources, state, parts, download);
+    status = Download(ctx, sources, state, parts, resume, download);
     download->time = absl::Now() - start;
   } else {
     status = Serve(ctx, receivers, state, parts);

@@ -7,10 +7,11 @@
 // joined holds stale ones, so in the first averaging round it takes part in, before the round's
 // all-reduce, it downloads them from the members that hold them. The state is cut into parts
 // (never across tensors); every holder hashes every part (SHA-256) and sends the list; the
-// newcomer checks that the holders agree, hashes its own parts, and asks each holder for a stripe
-// of the parts whose hash differs; every part it receives must match the agreed hash. Parts it
-// already holds, such as those of a download that a holder's failure cut short, are not sent
-// again when the round is retried in the next epoch: the download resumes.
+// newcomer checks that the holders agree and fetches the parts, striped over the holders as fast
+// as each delivers: every holder has two parts in flight, and gets the next one whenever one of
+// its parts arrives. Every part it receives must match the agreed hash. When a holder's failure
+// cut a download short, the round is retried in the next epoch and the download resumes: the
+// newcomer hashes its own parts first, and those that match are not sent again.
 
 #include <cstddef>
 #include <cstdint>
@@ -49,19 +50,21 @@ size_t StatePartBytes(size_t total, int sources);
 
 // What one member's download did.
 struct StateDownload {
-  uint64_t bytes = 0;        // Downloaded.
-  int parts = 0;             // Parts of the state.
-  int parts_downloaded = 0;  // Those fetched; the others matched already.
-  std::vector<int> sources;  // Members (ranks of the call) it fetched from.
-  absl::Duration time;       // Hashing included.
+  uint64_t bytes = 0;                // Downloaded.
+  int parts = 0;                     // Parts of the state.
+  int parts_downloaded = 0;          // Those fetched; the others matched already.
+  std::vector<int> sources;          // Members (ranks of the call) it fetched from.
+  std::vector<uint64_t> bytes_from;  // How much from each of them.
+  absl::Duration time;               // Hashing included.
 };
 
 // Within a call of the group: every member passes the same `stale` (by rank of the call). Members
 // with `stale` set download `state` from the others; the others serve it. OK at once when no
-// member is stale, or when every member is (nobody holds a state: each keeps its own). `download`
-// receives what this member fetched.
+// member is stale, or when every member is (nobody holds a state: each keeps its own). `resume`:
+// this stale member tried before, so parts it holds may be right already (it hashes them first).
+// `download` receives what this member fetched.
 absl::Status TransferState(CollectiveContext& ctx, const std::vector<uint8_t>& stale,
-                           const SharedState& state, StateDownload* download);
+                           const SharedState& state, bool resume, StateDownload* download);
 
 }  // namespace hmc
 

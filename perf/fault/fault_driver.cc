@@ -4,8 +4,8 @@
 // rounds, and the recovery time (fault -> next round every survivor committed) as median, 90th
 // percentile and maximum. Exits 1 if any trial hung, disagreed or lost a round.
 //
-// With --wanem_prefix the ranks run on the hosts of a running hmc-wanem (rank r on host r mod
-// hosts, the coordinator on the first host), over the emulated WAN; `cut` then cuts the victim's
+// With --wanem_prefix the ranks run on the hosts of a running hmc-wanem (spread over its hosts in
+// order, the coordinator on the first host), over the emulated WAN; `cut` then cuts the victim's
 // host off from every other with hmc-wanem cut, and heals it after the trial.
 #include <algorithm>
 #include <cstdio>
@@ -124,17 +124,20 @@ int main(int argc, char** argv) {
       std::string cut_host;
       if (!hosts.empty()) {
         const int n = static_cast<int>(hosts.size());
+        // Ranks spread over the hosts in order (four ranks on the four continents' eight hosts:
+        // one per region); a joiner goes to the first host.
+        auto host_of = [n, ranks = spec.ranks](int rank) { return rank * n / ranks % n; };
         spec.coordinator_bind = hosts[0].address + ":0";
         spec.coordinator_netns = hosts[0].netns;
-        spec.rank_prefix = [&hosts, n](int rank) {
-          return std::vector<std::string>{"ip", "netns", "exec", hosts[rank % n].netns};
+        spec.rank_prefix = [&hosts, host_of](int rank) {
+          return std::vector<std::string>{"ip", "netns", "exec", hosts[host_of(rank)].netns};
         };
         if (*kind == hmc::fault::FaultKind::kCut) {
-          // A rank other than the coordinator's host's, and every rank on its host.
-          const int victim = 1 + static_cast<int>(spec.seed % (std::min(n, spec.ranks) - 1));
-          cut_host = hosts[victim % n].name;
+          // A rank not on the coordinator's host, and every rank on its host.
+          const int victim = 1 + static_cast<int>(spec.seed % (spec.ranks - 1));
+          cut_host = hosts[host_of(victim)].name;
           for (int r = 0; r < spec.ranks; ++r) {
-            if (r % n == victim % n) spec.cut_off.push_back(r);
+            if (host_of(r) == host_of(victim)) spec.cut_off.push_back(r);
           }
           spec.cut = [&, cut_host] { CutOrHeal(prefix, "cut", cut_host, hosts); };
         }

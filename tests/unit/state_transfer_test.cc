@@ -1,6 +1,7 @@
 // State download (state_transfer.h) between threads over the inproc transport: a stale member gets
-// the holders' tensors bit for bit, striped over them; parts it holds already are not sent again
-// (how a cut-short download resumes); holders that disagree fail the download, naming one.
+// the holders' tensors bit for bit, striped over them (several stale members at once too); parts it
+// holds already are not sent again (how a cut-short download resumes); holders that disagree fail
+// the download, naming one.
 #include "collectives/state_transfer.h"
 
 #include <gtest/gtest.h>
@@ -40,7 +41,8 @@ struct Tensors {
 // Runs TransferState on `tensors.size()` threads; returns each member's status and download.
 std::vector<std::pair<absl::Status, StateDownload>> Transfer(std::vector<Tensors>& tensors,
                                                              const std::vector<uint8_t>& stale,
-                                                             absl::Duration timeout) {
+                                                             absl::Duration timeout,
+                                                             bool resume = false) {
   const int n = static_cast<int>(tensors.size());
   auto fabric = std::make_shared<InprocFabric>();
   std::vector<PeerAddress> peers;
@@ -56,7 +58,7 @@ std::vector<std::pair<absl::Status, StateDownload>> Transfer(std::vector<Tensors
       CollectiveContext ctx(r, n, &*channels, 1, "state transfer", absl::Now() + timeout, 4096,
                             &pool);
       const SharedState state = tensors[r].State();
-      results[r].first = TransferState(ctx, stale, state, &results[r].second);
+      results[r].first = TransferState(ctx, stale, state, resume, &results[r].second);
       ctx.Drain();
     });
   }
@@ -76,10 +78,20 @@ TEST(StateTransfer, StaleMemberGetsTheStateStripedOverTheHolders) {
   EXPECT_EQ(d.sources, (std::vector<int>{0, 1, 2}));
 }
 
+TEST(StateTransfer, TwoStaleMembersAreServedTogether) {
+  std::vector<Tensors> tensors = {Tensors(4), Tensors(9), Tensors(4), Tensors(4), Tensors(8)};
+  auto results = Transfer(tensors, {0, 1, 0, 0, 1}, absl::Seconds(30));
+  for (const auto& [status, download] : results) EXPECT_TRUE(status.ok()) << status;
+  EXPECT_TRUE(tensors[1] == tensors[0]);
+  EXPECT_TRUE(tensors[4] == tensors[0]);
+  EXPECT_EQ(results[1].second.bytes, tensors[0].State().bytes());
+  EXPECT_EQ(results[4].second.bytes, tensors[0].State().bytes());
+}
+
 TEST(StateTransfer, PartsAlreadyHeldAreNotSentAgain) {
   std::vector<Tensors> tensors = {Tensors(2), Tensors(2), Tensors(2)};
   tensors[2].moments[10] = -1;  // Only this part differs, as after a download cut short.
-  auto results = Transfer(tensors, {0, 0, 1}, absl::Seconds(30));
+  auto results = Transfer(tensors, {0, 0, 1}, absl::Seconds(30), /*resume=*/true);
   for (const auto& [status, download] : results) EXPECT_TRUE(status.ok()) << status;
   EXPECT_TRUE(tensors[2] == tensors[0]);
   const StateDownload& d = results[2].second;
