@@ -1,0 +1,39 @@
+#!/bin/sh
+# The 100 MiB state download on the emulated US+EU (perf/RESULTS.md): three members on us-0, us-1
+# and eu-0 average rounds with 100 MiB of state; once they run, a fourth rank joins from eu-1 and
+# downloads it. Prints the joiner's download line and every rank's last state hash (all equal).
+#   build/bin/hmc-wanem up perf/topologies/us-eu.topo --prefix=hmcs --scale=0.1 --mtu=9000
+#   perf/fault/state_download_wan.sh hmcs [FLOATS]
+#   build/bin/hmc-wanem down --prefix=hmcs
+set -eu
+prefix=${1:?usage: state_download_wan.sh PREFIX [FLOATS]}
+floats=${2:-26214400}
+bin=$(cd "$(dirname "$0")/../../build/bin" && pwd)
+out=$(mktemp -d)
+token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+rounds=60
+run() {  # host log command...
+  host=$1 log=$2
+  shift 2
+  "$bin/hmc-wanem" exec "$host" --prefix="$prefix" -- env HMC_TOKEN="$token" \
+    HMC_COORDINATOR=10.201.0.1:29400 HMC_ZONE="${host%-*}" "$@" > "$out/$log" 2>&1 &
+}
+run us-0 coordinator.log "$bin/hmc-coordinator" --bind=10.201.0.1:29400 --world_size=3 --max_ranks=4
+sleep 0.5
+rank=0
+for host in us-0 us-1 eu-0; do
+  run "$host" "rank$rank.log" env HMC_RANK=$rank "$bin/hmc-fault-rank" --rounds=$rounds \
+    --pause=300ms --count=4096 --state="$floats"
+  rank=$((rank + 1))
+done
+# The joiner, once the members average (bounded: a minute).
+for _ in $(seq 1 600); do
+  grep -q "^committed round=2 " "$out/rank0.log" 2>/dev/null && break
+  sleep 0.1
+done
+run eu-1 joiner.log "$bin/hmc-fault-rank" --rounds=$rounds --pause=300ms --count=4096 \
+  --state="$floats"
+wait
+grep -h "downloaded the members' state" "$out/joiner.log" | sed 's/.*rank/rank/'
+grep -h "^state round=$((rounds - 1)) " "$out"/rank*.log "$out/joiner.log" | sort | uniq -c
+rm -rf "$out"
