@@ -131,14 +131,8 @@ bool CollaborativeOptimizer::AverageRound() {
   const int64_t local = local_samples_.load();
   // The weighted average of the peers' mean gradients is the group's gradient per sample.
   at::Tensor mean = accumulated_ / static_cast<double>(local);
-  SharedState state;
-  for (const auto& [name, tensor] : shared_) {
-    absl::StatusOr<Buffer> buffer = BufferOf(tensor);
-    ThrowIfError(buffer.status());
-    state.tensors.emplace_back(name, *buffer);
-  }
   absl::StatusOr<AverageOutcome> outcome =
-      averager_.AverageRound(mean, static_cast<double>(local), &state);
+      averager_.AverageRound(mean, static_cast<double>(local), shared_);
   if (!outcome.ok()) {
     // Given up on every survivor alike: the samples stay in the round, which is tried again.
     if (IsMembershipChanged(outcome.status())) return false;

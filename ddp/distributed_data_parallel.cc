@@ -113,13 +113,7 @@ bool DistributedDataParallel::state_stale() const {
 }
 
 void DistributedDataParallel::AverageStep(double samples) {
-  SharedState state;
-  for (const auto& [name, tensor] : shared_) {
-    absl::StatusOr<Buffer> buffer = BufferOf(tensor);
-    ThrowIfError(buffer.status());
-    state.tensors.emplace_back(name, *buffer);
-  }
-  absl::StatusOr<AverageOutcome> outcome = averager_.AverageRound(all_flat_, samples, &state);
+  absl::StatusOr<AverageOutcome> outcome = averager_.AverageRound(all_flat_, samples, shared_);
   if (!outcome.ok()) {
     // The buckets hold this rank's own gradients, as the caller computed them.
     TORCH_CHECK(false, "hmc DDP step: ", std::string(outcome.status().message()));

@@ -22,14 +22,22 @@ c10::intrusive_ptr<c10::ivalue::Future> GradientAverager::Start(const at::Tensor
   return FutureOf(comm_->AllReduce(*buffer, *buffer, op, call), {flat}, nullptr, meter_);
 }
 
-absl::StatusOr<AverageOutcome> GradientAverager::AverageRound(const at::Tensor& flat, double weight,
-                                                              const SharedState* state) {
+absl::StatusOr<AverageOutcome> GradientAverager::AverageRound(
+    const at::Tensor& flat, double weight,
+    const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  SharedState shared;
+  for (const auto& [name, tensor] : state) {
+    absl::StatusOr<Buffer> buffer = BufferOf(tensor);
+    if (!buffer.ok()) return buffer.status();
+    shared.tensors.emplace_back(name, *buffer);
+  }
   const Buffer buffer{flat.data_ptr(), static_cast<size_t>(flat.numel()),
                       flat.scalar_type() == at::kFloat ? DType::kF32 : DType::kF64};
   CallOptions call;
   call.codec_inter = options_.codec_inter;
   call.codec_intra = options_.codec_intra;
-  absl::StatusOr<AverageOutcome> outcome = comm_->Average(buffer, weight, call, state);
+  absl::StatusOr<AverageOutcome> outcome =
+      comm_->Average(buffer, weight, call, state.empty() ? nullptr : &shared);
   if (outcome.ok()) meter_->Add(outcome->report);
   return outcome;
 }

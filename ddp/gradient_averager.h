@@ -35,10 +35,11 @@ class GradientAverager {
                                                 ReduceOp op = ReduceOp::kAvg);
 
   // One fault-tolerant averaging round over `flat` (float or double, dense, CPU), in place,
-  // weighted by `weight` (Communicator::Average), with the codecs per link class; `state`: what a
-  // joining rank downloads (null: nothing).
-  absl::StatusOr<AverageOutcome> AverageRound(const at::Tensor& flat, double weight,
-                                              const SharedState* state = nullptr);
+  // weighted by `weight` (Communicator::Average), with the codecs per link class; `state`: the
+  // named tensors (dense, CPU) a joining rank downloads (none when empty).
+  absl::StatusOr<AverageOutcome> AverageRound(
+      const at::Tensor& flat, double weight,
+      const std::vector<std::pair<std::string, at::Tensor>>& state = {});
 
   Communicator& communicator() { return *comm_; }
   std::shared_ptr<Communicator> shared_communicator() const { return comm_; }

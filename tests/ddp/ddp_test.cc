@@ -56,32 +56,50 @@ TEST(CollaborativeOptimizer, DelayedUpdatesKeepRanksEqual) {
 
 TEST(Ddp, DifferentModelsAreRefusedOnEveryRank) { EXPECT_EQ(RunGroup(3, {"mismatch"}), 0); }
 
-// The fault-tolerant helper when a rank dies mid-training (ddp_rank.cc, "survive"): the others
-// go on and match a reference of the live ranks' batches. Started by hand, not as a local group,
-// which would stop everyone when the victim dies.
-TEST(Ddp, FaultTolerantHelperTrainsOnWithTheSurvivors) {
-  constexpr int kRanks = 3;
-  CoordinatorConfig config;
-  config.world_size = kRanks;
-  config.token = RandomToken();
-  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(config);
-  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+// A coordinator and ranks of hmc-test-ddp started one by one, not as a local group, which would
+// stop everyone when one dies.
+struct HandStartedGroup {
+  explicit HandStartedGroup(int world_size) {
+    CoordinatorConfig config;
+    config.world_size = world_size;
+    config.token = RandomToken();
+    absl::StatusOr<std::unique_ptr<Coordinator>> started = Coordinator::Start(config);
+    EXPECT_TRUE(started.ok()) << started.status();
+    if (!started.ok()) return;
+    coordinator = std::move(*started);
+    options.coordinator = coordinator->address().ToString();
+    options.token = config.token;
+    options.world_size = world_size;
+    options.probe = false;
+    options.timeout = absl::Seconds(60);
+  }
+  // Starts `mode` as `rank` (-1: whichever the coordinator gives), its output in outputs.
+  absl::Status Spawn(const std::string& mode, int rank) {
+    options.rank = rank;
+    outputs.push_back(
+        absl::StrCat(testing::TempDir(), "/ddp_", mode, ranks.size(), "_", getpid(), ".log"));
+    absl::StatusOr<Process> p = Process::Spawn({HMC_TEST_DDP_PATH, mode}, options.ToEnvironment(),
+                                               {.output_path = outputs.back()});
+    if (!p.ok()) return p.status();
+    ranks.push_back(std::move(*p));
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<Coordinator> coordinator;
   Options options;
-  options.coordinator = (*coordinator)->address().ToString();
-  options.token = config.token;
-  options.world_size = kRanks;
-  options.probe = false;
-  options.timeout = absl::Seconds(60);
   std::vector<Process> ranks;
   std::vector<std::string> outputs;
-  for (int r = 0; r < kRanks; ++r) {
-    options.rank = r;
-    outputs.push_back(absl::StrCat(testing::TempDir(), "/ddp_survive", r, "_", getpid(), ".log"));
-    auto p = Process::Spawn({HMC_TEST_DDP_PATH, "survive"}, options.ToEnvironment(),
-                            {.output_path = outputs.back()});
-    ASSERT_TRUE(p.ok()) << p.status();
-    ranks.push_back(std::move(*p));
-  }
+};
+
+// The fault-tolerant helper when a rank dies mid-training (ddp_rank.cc, "survive"): the others
+// go on and match a reference of the live ranks' batches.
+TEST(Ddp, FaultTolerantHelperTrainsOnWithTheSurvivors) {
+  constexpr int kRanks = 3;
+  HandStartedGroup group(kRanks);
+  ASSERT_TRUE(group.coordinator != nullptr);
+  std::vector<Process>& ranks = group.ranks;
+  std::vector<std::string>& outputs = group.outputs;
+  for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(group.Spawn("survive", r).ok());
   for (int r = 0; r < kRanks; ++r) {
     absl::StatusOr<int> code = ranks[r].Wait(absl::Now() + absl::Minutes(2));
     ASSERT_TRUE(code.ok()) << "rank " << r << " hung:\n" << testing_util::ReadFile(outputs[r]);
@@ -98,28 +116,11 @@ class Rejoin : public testing::TestWithParam<std::string> {};
 
 TEST_P(Rejoin, ReplacementRankJoinsWithTheGroupsStateAndStaysInStep) {
   constexpr int kRanks = 3;
-  CoordinatorConfig config;
-  config.world_size = kRanks;
-  config.token = RandomToken();
-  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(config);
-  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
-  Options options;
-  options.coordinator = (*coordinator)->address().ToString();
-  options.token = config.token;
-  options.world_size = kRanks;
-  options.probe = false;
-  options.timeout = absl::Seconds(60);
-  std::vector<Process> ranks;
-  std::vector<std::string> outputs;
-  auto spawn = [&](int rank) {
-    options.rank = rank;
-    outputs.push_back(
-        absl::StrCat(testing::TempDir(), "/ddp_rejoin", ranks.size(), "_", getpid(), ".log"));
-    auto p = Process::Spawn({HMC_TEST_DDP_PATH, GetParam()}, options.ToEnvironment(),
-                            {.output_path = outputs.back()});
-    ASSERT_TRUE(p.ok()) << p.status();
-    ranks.push_back(std::move(*p));
-  };
+  HandStartedGroup group(kRanks);
+  ASSERT_TRUE(group.coordinator != nullptr);
+  std::vector<Process>& ranks = group.ranks;
+  std::vector<std::string>& outputs = group.outputs;
+  auto spawn = [&](int rank) { ASSERT_TRUE(group.Spawn(GetParam(), rank).ok()); };
   for (int r = 0; r < kRanks; ++r) spawn(r);
   // The victim kills itself in step 5; its replacement starts once it is gone.
   absl::StatusOr<int> victim = ranks[kRanks - 1].Wait(absl::Now() + absl::Minutes(2));

@@ -60,6 +60,26 @@ class CoordinatorTest : public testing::Test {
     return client;
   }
 
+  // `n` ranks that formed a running group, each having said it finished setting up (as its
+  // first Average does), so that ranks may join.
+  std::vector<std::unique_ptr<CoordinatorClient>> RunningGroup(int n) {
+    std::vector<std::unique_ptr<CoordinatorClient>> members;
+    for (int r = 0; r < n; ++r) {
+      auto c = Join(ClientOptions(r), absl::StrCat("m:", r));
+      EXPECT_TRUE(c.ok()) << c.status();
+      if (!c.ok()) return {};
+      members.push_back(std::move(*c));
+    }
+    EXPECT_TRUE(members[0]->WaitForPeers(absl::Now() + absl::Seconds(10)).ok());
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(
+          members[r]
+              ->Put(absl::StrCat(ReadyKeyPrefix("w"), r), "", absl::Now() + absl::Seconds(5))
+              .ok());
+    }
+    return members;
+  }
+
   std::unique_ptr<Coordinator> coordinator_;
 };
 
@@ -140,19 +160,8 @@ TEST_F(CoordinatorTest, RefusesWrongTokenWorldDuplicateAndFullWorld) {
 
 TEST_F(CoordinatorTest, RankJoiningARunningGroupBecomesAMemberInTheNextEpoch) {
   StartCoordinator(2, absl::Seconds(10), /*max_ranks=*/3);
-  std::vector<std::unique_ptr<CoordinatorClient>> members;
-  for (int r = 0; r < 2; ++r) {
-    auto c = Join(ClientOptions(r), absl::StrCat("m:", r));
-    ASSERT_TRUE(c.ok()) << c.status();
-    members.push_back(std::move(*c));
-  }
-  ASSERT_TRUE(members[0]->WaitForPeers(absl::Now() + absl::Seconds(10)).ok());
-  // A join waits until every member says it finished setting up.
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(members[r]
-                    ->Put(absl::StrCat(ReadyKeyPrefix("w"), r), "", absl::Now() + absl::Seconds(5))
-                    .ok());
-  }
+  std::vector<std::unique_ptr<CoordinatorClient>> members = RunningGroup(2);
+  ASSERT_EQ(members.size(), 2u);
   // It asks for rank 0, which is taken: a joiner gets the next id.
   auto joiner = Join(ClientOptions(0), "j:2");
   ASSERT_TRUE(joiner.ok()) << joiner.status();
@@ -178,19 +187,8 @@ TEST_F(CoordinatorTest, RankJoiningARunningGroupBecomesAMemberInTheNextEpoch) {
 
 TEST_F(CoordinatorTest, FullGroupHoldsAJoinUntilAMemberLeaves) {
   StartCoordinator(2);
-  std::vector<std::unique_ptr<CoordinatorClient>> members;
-  for (int r = 0; r < 2; ++r) {
-    auto c = Join(ClientOptions(r));
-    ASSERT_TRUE(c.ok()) << c.status();
-    members.push_back(std::move(*c));
-  }
-  ASSERT_TRUE(members[0]->WaitForPeers(absl::Now() + absl::Seconds(10)).ok());
-  // A join waits until every member says it finished setting up.
-  for (int r = 0; r < 2; ++r) {
-    ASSERT_TRUE(members[r]
-                    ->Put(absl::StrCat(ReadyKeyPrefix("w"), r), "", absl::Now() + absl::Seconds(5))
-                    .ok());
-  }
+  std::vector<std::unique_ptr<CoordinatorClient>> members = RunningGroup(2);
+  ASSERT_EQ(members.size(), 2u);
   absl::StatusOr<std::unique_ptr<CoordinatorClient>> joiner;
   std::thread join([&] { joiner = Join(ClientOptions(), "j:2", absl::Seconds(20)); });
   absl::SleepFor(absl::Milliseconds(300));
