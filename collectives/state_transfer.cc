@@ -165,7 +165,8 @@ absl::Status Download(CollectiveContext& ctx, const std::vector<int>& sources,
   std::vector<CollectiveContext::Pending> sends;
   auto ask = [&](size_t k, const std::vector<uint32_t>& indexes) {
     uint8_t* message = ctx.Scratch(4 * indexes.size() + 1);
-    std::memcpy(message, indexes.data(), 4 * indexes.size());
+    // An empty request (the end) has no data to copy: memcpy from its null data() is undefined.
+    if (!indexes.empty()) std::memcpy(message, indexes.data(), 4 * indexes.size());
     sends.push_back(ctx.Send(sources[k], Phase::kState, kRequestStep, next_ask[k]++, message,
                              4 * indexes.size()));
   };
