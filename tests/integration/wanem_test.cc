@@ -117,9 +117,9 @@ TEST_F(WanemUp, RanksOnEmulatedHostsAllReduceAcrossTheEmulatedWan) {
 
 // Whether one ping from `from` reaches `address` within a second.
 bool Pings(const std::string& prefix, const std::string& from, const std::string& address) {
-  auto p = Process::Spawn({"ip", "netns", "exec", prefix + "-" + from, "ping", "-c", "1", "-W",
-                           "1", address},
-                          {}, {.output_path = "/dev/null"});
+  auto p = Process::Spawn(
+      {"ip", "netns", "exec", prefix + "-" + from, "ping", "-c", "1", "-W", "1", address}, {},
+      {.output_path = "/dev/null"});
   if (!p.ok()) return false;
   auto code = p->Wait(absl::Now() + absl::Seconds(10));
   return code.ok() && *code == 0;
