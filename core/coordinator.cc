@@ -665,16 +665,12 @@ void Coordinator::DeclareFailed(int rank, uint32_t epoch, const std::string& rea
   }
   Logf("coordinator", "rank %d failed: %s; epoch %d", rank, reason, table().epoch);
   epoch_began_[table().epoch] = {absl::Now(), absl::StrFormat("rank %d failed: %s", rank, reason)};
-  ++departed_;
   PublishTable();  // The failed rank, if it still listens, learns it was removed.
   if (const int fd = rank_fd_[rank]; fd >= 0) {
     connections_[fd]->evicted = true;
     rank_fd_[rank] = -1;
   }
-  if (departed_ == ids_given()) {
-    MutexLock lock(&mu_);
-    finished_ = true;
-  }
+  NoteDeparture();
   AdmitWaitingJoin();  // A slot is free.
 }
 

@@ -79,22 +79,16 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
   first_epoch_ = static_cast<int>(first_epoch);
   if (alone()) return;
   if (elastic() && comm_->joined_running_group()) {
-    // It takes the group's state, and its epoch, in its first step.
+    // It takes the group's state, and its epoch, in its first step (the DDP helper downloads
+    // the parameters instead of taking rank 0's).
     first_epoch_ = 0;
-    ddp_ = std::make_unique<ddp::DistributedDataParallel>(
-        comm_, model.parameters(),
-        ddp::DdpOptions{.bucket_bytes = settings_.bucket_bytes,
-                        .averaging = {.codec_inter = settings_.codec_inter,
-                                      .codec_intra = settings_.codec_intra},
-                        .fault_tolerant = true});
-    ddp_->ShareState(ddp::MaterializeOptimizerState(optimizer));
-    return;
+  } else {
+    // Rank 0's checkpoint decides (another host may lack the file); parameters follow from
+    // rank 0 when averaging is set up.
+    Buffer epoch{&first_epoch, 1, DType::kI64};
+    ddp::ThrowIfError(comm_->Broadcast(epoch, epoch, 0)->Wait());
+    first_epoch_ = static_cast<int>(first_epoch);
   }
-  // Rank 0's checkpoint decides (another host may lack the file); parameters follow from rank 0
-  // when averaging is set up.
-  Buffer epoch{&first_epoch, 1, DType::kI64};
-  ddp::ThrowIfError(comm_->Broadcast(epoch, epoch, 0)->Wait());
-  first_epoch_ = static_cast<int>(first_epoch);
   ddp::AveragingOptions averaging{.codec_inter = settings_.codec_inter,
                                   .codec_intra = settings_.codec_intra};
   if (settings_.sync == "ddp" || settings_.sync == "ddp-ft") {
