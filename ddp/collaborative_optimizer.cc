@@ -19,17 +19,17 @@ CollaborativeOptimizer::CollaborativeOptimizer(std::shared_ptr<Communicator> com
                                                torch::optim::Optimizer& optimizer,
                                                CollaborativeOptions options)
     : comm_(comm),
+      parameters_(Trainable(parameters)),
       optimizer_(optimizer),
       options_(std::move(options)),
-      averager_(comm, options_.averaging) {
+      averager_(comm, options_.averaging),
+      state_(parameters_) {
   TORCH_CHECK(options_.target_batch_size > 0, "hmc: target_batch_size must be positive");
   int64_t numel = 0;
-  for (at::Tensor& p : parameters) {
-    if (!p.requires_grad()) continue;
+  for (at::Tensor& p : parameters_) {
     TORCH_CHECK(p.scalar_type() == at::kFloat,
                 "hmc: the collaborative optimizer takes f32 "
                 "parameters");
-    parameters_.push_back(p);
     numel += p.numel();
   }
   const bool joined = comm_->joined_running_group();
@@ -40,14 +40,7 @@ CollaborativeOptimizer::CollaborativeOptimizer(std::shared_ptr<Communicator> com
               "hmc: fault-tolerant collaborative rounds do not delay updates");
   if (!joined) BroadcastFromRankZero(*comm_, parameters_);  // A joiner downloads them.
   accumulated_ = at::zeros({numel}, at::kFloat);
-  round_state_ = at::zeros({1}, at::kLong);
-  if (options_.fault_tolerant) {
-    for (size_t i = 0; i < parameters_.size(); ++i) {
-      shared_.emplace_back("parameter." + std::to_string(i), parameters_[i].detach());
-    }
-    for (auto& named : MaterializeOptimizerState(optimizer_)) shared_.push_back(named);
-    shared_.emplace_back("collab.round", round_state_);
-  }
+  if (options_.fault_tolerant) state_.Share(MaterializeOptimizerState(optimizer_));
   ThrowIfError(comm_->PutKey(ProgressKey(0, comm_->id()), "0"));
   progress_ = std::thread([this] { TrackProgress(); });
 }
@@ -132,7 +125,8 @@ bool CollaborativeOptimizer::AverageRound() {
   // The weighted average of the peers' mean gradients is the group's gradient per sample.
   at::Tensor mean = accumulated_ / static_cast<double>(local);
   absl::StatusOr<AverageOutcome> outcome =
-      averager_.AverageRound(mean, static_cast<double>(local), shared_);
+      averager_.AverageRound(mean, static_cast<double>(local),
+                             options_.fault_tolerant ? state_.tensors() : NamedTensors{});
   if (!outcome.ok()) {
     // Given up on every survivor alike: the samples stay in the round, which is tried again.
     if (IsMembershipChanged(outcome.status())) return false;
@@ -148,11 +142,10 @@ bool CollaborativeOptimizer::AverageRound() {
     }
     offset += p.numel();
   }
-  const int64_t completed = round_state_.item<int64_t>();
-  SetOptimizerSteps(optimizer_, completed);  // Adam's count: the group's, a joiner's too.
+  SetOptimizerSteps(optimizer_, state_.step());  // Adam's count: the group's, a joiner's too.
   optimizer_.step();
   for (at::Tensor& p : parameters_) p.mutable_grad().zero_();
-  round_state_.fill_(completed + 1);
+  state_.CountStep();
   accumulated_.zero_();
   ++steps_;
   last_round_samples_ = static_cast<int64_t>(outcome->total_weight);
@@ -161,7 +154,7 @@ bool CollaborativeOptimizer::AverageRound() {
   MutexLock lock(&mu_);
   others_samples_ = 0;
   local_samples_.store(0);
-  round_ = completed + 1;
+  round_ = state_.step();
   return true;
 }
 

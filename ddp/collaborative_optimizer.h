@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "core/mutex.h"
 #include "ddp/gradient_averager.h"
+#include "ddp/training_state.h"
 
 namespace torch::optim {
 class Optimizer;
@@ -69,7 +70,7 @@ class CollaborativeOptimizer {
   int64_t steps() const { return steps_; }
   // Fault tolerant: the rounds the group completed (a joiner learns them in its first), and the
   // peers the last round averaged.
-  int64_t rounds() const { return round_state_.item<int64_t>(); }
+  int64_t rounds() const { return state_.step(); }
   int last_round_peers() const { return last_round_peers_; }
   // The group's samples behind the last average, and this peer's part of them.
   int64_t last_round_samples() const { return last_round_samples_; }
@@ -105,9 +106,9 @@ class CollaborativeOptimizer {
   int64_t last_round_samples_ = 0;
   int64_t last_round_local_samples_ = 0;
   int last_round_peers_ = 0;
-  // Fault tolerant: what a joining peer downloads (parameters, optimizer state, round_state_).
-  std::vector<std::pair<std::string, at::Tensor>> shared_;
-  at::Tensor round_state_;  // i64 [1]: rounds completed, as round_.
+  // The parameters, the optimizer's state and the rounds completed (as round_); fault
+  // tolerant, a joining peer downloads it.
+  TrainingState state_;
 
   // Shared with the progress thread: the round and what the other peers had done in it, as last
   // read (a count read for an earlier round must never count toward a later one).

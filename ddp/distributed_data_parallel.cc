@@ -12,23 +12,16 @@ namespace hmc::ddp {
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Communicator> comm,
                                                  std::vector<at::Tensor> parameters,
                                                  DdpOptions options)
-    : averager_(comm, options.averaging), options_(options) {
-  for (at::Tensor& p : parameters) {
-    if (p.requires_grad()) parameters_.push_back(p);
-  }
+    : parameters_(Trainable(parameters)),
+      averager_(comm, options.averaging),
+      options_(options),
+      state_(parameters_) {
   const bool joined = comm->joined_running_group();
   TORCH_CHECK(!joined || options.fault_tolerant,
               "hmc DDP: this rank joined a running group, which only fault-tolerant DDP can take "
               "(DdpOptions::fault_tolerant)");
   // A joiner gets the members' parameters with their state instead.
   if (options.broadcast_parameters && !joined) BroadcastFromRankZero(*comm, parameters_);
-  step_ = at::zeros({1}, at::kLong);
-  for (size_t i = 0; i < parameters_.size(); ++i) {
-    TORCH_CHECK(parameters_[i].is_contiguous() && parameters_[i].device().is_cpu(),
-                "hmc DDP: parameters must be dense CPU tensors");
-    shared_.emplace_back("parameter." + std::to_string(i), parameters_[i].detach());
-  }
-  shared_.emplace_back("hmc.step", step_);
   MutexLock lock(&mu_);
   slots_.resize(parameters_.size());
   size_t bucket_bytes = 0;
@@ -101,11 +94,7 @@ void DistributedDataParallel::StartReadyBuckets() {
 }
 
 void DistributedDataParallel::ShareState(std::vector<std::pair<std::string, at::Tensor>> tensors) {
-  for (auto& [name, tensor] : tensors) {
-    TORCH_CHECK(tensor.is_contiguous() && tensor.device().is_cpu(), "hmc DDP: shared state '", name,
-                "' must be a dense CPU tensor");
-    shared_.insert(shared_.end() - 1, {name, tensor.detach()});  // hmc.step stays last.
-  }
+  state_.Share(std::move(tensors));
 }
 
 bool DistributedDataParallel::state_stale() const {
@@ -113,13 +102,14 @@ bool DistributedDataParallel::state_stale() const {
 }
 
 void DistributedDataParallel::AverageStep(double samples) {
-  absl::StatusOr<AverageOutcome> outcome = averager_.AverageRound(all_flat_, samples, shared_);
+  absl::StatusOr<AverageOutcome> outcome =
+      averager_.AverageRound(all_flat_, samples, state_.tensors());
   if (!outcome.ok()) {
     // The buckets hold this rank's own gradients, as the caller computed them.
     TORCH_CHECK(false, "hmc DDP step: ", std::string(outcome.status().message()));
   }
   last_step_ = *std::move(outcome);
-  step_ += 1;
+  state_.CountStep();
 }
 
 void DistributedDataParallel::FinishBackward(double samples) {

@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "core/mutex.h"
 #include "ddp/gradient_averager.h"
+#include "ddp/training_state.h"
 
 namespace hmc::ddp {
 
@@ -65,7 +66,7 @@ class DistributedDataParallel {
   void ShareState(std::vector<std::pair<std::string, at::Tensor>> tensors);
   // Fault tolerant: steps the group committed so far; a joining rank has the group's count after
   // its first step.
-  int64_t step() const { return step_.item<int64_t>(); }
+  int64_t step() const { return state_.step(); }
   // Fault tolerant: whether this rank still has to download the group's state (a joiner before
   // its first step).
   bool state_stale() const;
@@ -97,9 +98,7 @@ class DistributedDataParallel {
   const DdpOptions options_;
   at::Tensor all_flat_;  // Fault tolerant: every bucket's flat is a view into it.
   AverageOutcome last_step_;
-  // Fault tolerant: what a joining rank downloads: the parameters, ShareState's tensors, step_.
-  std::vector<std::pair<std::string, at::Tensor>> shared_;
-  at::Tensor step_;
+  TrainingState state_;  // Fault tolerant: what a joining rank downloads.
   std::vector<unsigned> hooks_;
   Mutex mu_;
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);

@@ -14,6 +14,7 @@
 //   rejoin    fault-tolerant DDP helper with Adam: the last rank kills itself in step 5, a
 //             replacement (the same mode, started later) joins, downloads parameters, Adam's
 //             moments and the step count, and trains on; prints a hash of what it holds
+//   reducer-rejoin  the same through libtorch's Reducer with the fault-tolerant hook
 //   collab-rejoin  the same with the fault-tolerant collaborative optimizer
 #include <signal.h>
 #include <torch/torch.h>
@@ -214,10 +215,56 @@ uint64_t HashTensors(const std::vector<std::pair<std::string, at::Tensor>>& tens
   return h;
 }
 
+// Fault-tolerant training, one step at a time, through the DDP helper or through libtorch's
+// Reducer with the fault-tolerant hook.
+class FaultTolerantTrainer {
+ public:
+  FaultTolerantTrainer(std::shared_ptr<Communicator> comm, torch::nn::Sequential& model,
+                       const NamedTensors& optimizer_state, bool through_reducer)
+      : model_(model) {
+    if (through_reducer) {
+      reducer_ = MakeReducer(comm, model->parameters(), 512, {}, /*fault_tolerant=*/true);
+      reducer_.fault_tolerant_hook->ShareState(optimizer_state);
+    } else {
+      ddp_ = std::make_unique<DistributedDataParallel>(
+          comm, model->parameters(), DdpOptions{.bucket_bytes = 512, .fault_tolerant = true});
+      ddp_->ShareState(optimizer_state);
+    }
+  }
+  // Backward and averaging of one step weighted by `samples`; throws c10::Error saying
+  // "membership changed" when the group gave the step up.
+  void Step(const torch::Tensor& x, const torch::Tensor& y, double samples) {
+    if (ddp_ != nullptr) {
+      Loss(model_, x, y).backward();
+      ddp_->FinishBackward(samples);
+      return;
+    }
+    reducer_.fault_tolerant_hook->set_samples(samples);
+    reducer_.reducer->prepare_for_forward();
+    torch::Tensor loss = Loss(model_, x, y);
+    reducer_.reducer->prepare_for_backward({});
+    loss.backward();
+  }
+  int64_t step() const {
+    return ddp_ != nullptr ? ddp_->step() : reducer_.fault_tolerant_hook->step();
+  }
+  bool state_stale() const {
+    return ddp_ != nullptr ? ddp_->state_stale() : reducer_.fault_tolerant_hook->state_stale();
+  }
+  const AverageOutcome& last_step() const {
+    return ddp_ != nullptr ? ddp_->last_step() : reducer_.fault_tolerant_hook->last_step();
+  }
+
+ private:
+  torch::nn::Sequential& model_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  HmcReducer reducer_;
+};
+
 // The group trains until it has taken kMinSteps steps and the last kFullSteps had every rank of
 // the original size (the replacement took part), at most kMaxSteps. Each rank prints what it
 // holds at the end; ddp_test.cc compares them across ranks.
-int RunRejoin(std::shared_ptr<Communicator> comm) {
+int RunRejoin(std::shared_ptr<Communicator> comm, bool through_reducer) {
   constexpr int kKillAt = 5, kMinSteps = 30, kMaxSteps = 3000, kFullSteps = 5;
   constexpr int kWorld = 3;  // ddp_test.cc starts three, then one replacement.
   const int id = comm->id();
@@ -229,28 +276,25 @@ int RunRejoin(std::shared_ptr<Communicator> comm) {
     torch::NoGradGuard no_grad;
     for (auto& p : model->parameters()) p.add_(1.0);
   }
-  DistributedDataParallel ddp(comm, model->parameters(),
-                              {.bucket_bytes = 512, .fault_tolerant = true});
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.01));
-  std::vector<std::pair<std::string, at::Tensor>> optimizer_state = MaterializeOptimizerState(adam);
-  ddp.ShareState(optimizer_state);
+  const NamedTensors optimizer_state = MaterializeOptimizerState(adam);
+  FaultTolerantTrainer trainer(comm, model, optimizer_state, through_reducer);
   int first_step = -1;
   int full_steps = 0;  // Steps in a row that every rank of kWorld took part in.
   for (int taken = 0; taken < kMaxSteps; ++taken) {
-    const int64_t begin = ((ddp.step() * 7 + id) % (kMaxSteps - 1)) * kBatch;
+    const int64_t begin = ((trainer.step() * 7 + id) % (kMaxSteps - 1)) * kBatch;
     adam.zero_grad();
-    Loss(model, d.x.narrow(0, begin, kBatch), d.y.narrow(0, begin, kBatch)).backward();
-    if (id == kWorld - 1 && ddp.step() == kKillAt) raise(SIGKILL);
-    const bool stale = ddp.state_stale();
+    if (id == kWorld - 1 && trainer.step() == kKillAt) raise(SIGKILL);
+    const bool stale = trainer.state_stale();
     try {
-      ddp.FinishBackward(kBatch);
+      trainer.Step(d.x.narrow(0, begin, kBatch), d.y.narrow(0, begin, kBatch), kBatch);
     } catch (const c10::Error& e) {
       if (!absl::StrContains(e.what(), "membership changed")) throw;
       continue;  // Given up on every rank alike: nobody steps.
     }
+    const AverageOutcome& o = trainer.last_step();
     if (stale) {
-      first_step = static_cast<int>(ddp.step()) - 1;
-      const AverageOutcome& o = ddp.last_step();
+      first_step = static_cast<int>(trainer.step()) - 1;
       const auto me = std::find(o.contributors.begin(), o.contributors.end(), id);
       EXPECT_OR_FAIL(me != o.contributors.end() && o.weights[me - o.contributors.begin()] == 0,
                      "the joiner's first step should count its gradients for nothing");
@@ -259,20 +303,19 @@ int RunRejoin(std::shared_ptr<Communicator> comm) {
                   static_cast<unsigned long long>(o.state_download.bytes),
                   o.state_download.parts_downloaded, first_step);
     }
-    SetOptimizerSteps(adam, ddp.step() - 1);  // Adam counts the step it is about to take.
+    SetOptimizerSteps(adam, trainer.step() - 1);  // Adam counts the step it is about to take.
     adam.step();
     // The same on every rank: last_step is the committed outcome.
-    full_steps =
-        static_cast<int>(ddp.last_step().contributors.size()) == kWorld ? full_steps + 1 : 0;
-    if (ddp.step() >= kMinSteps && full_steps >= kFullSteps) break;
+    full_steps = static_cast<int>(o.contributors.size()) == kWorld ? full_steps + 1 : 0;
+    if (trainer.step() >= kMinSteps && full_steps >= kFullSteps) break;
     absl::SleepFor(absl::Milliseconds(10));
   }
-  std::vector<std::pair<std::string, at::Tensor>> held = optimizer_state;
+  NamedTensors held = optimizer_state;
   for (size_t i = 0; i < model->parameters().size(); ++i) {
     held.emplace_back("parameter", model->parameters()[i]);
   }
   std::printf("final id=%d joiner=%d step=%lld hash=%llu\n", id, joiner ? 1 : 0,
-              static_cast<long long>(ddp.step()),
+              static_cast<long long>(trainer.step()),
               static_cast<unsigned long long>(HashTensors(held)));
   EXPECT_OR_FAIL(!joiner || first_step >= kKillAt, "the joiner never downloaded the state");
   return 0;
@@ -307,7 +350,7 @@ int RunCollabRejoin(std::shared_ptr<Communicator> comm) {
     full_rounds = collab.last_round_peers() == kPeers ? full_rounds + 1 : 0;
     if (collab.rounds() >= kMinRounds && full_rounds >= kFullRounds) break;
   }
-  std::vector<std::pair<std::string, at::Tensor>> held = MaterializeOptimizerState(adam);
+  NamedTensors held = MaterializeOptimizerState(adam);
   for (auto& p : model->parameters()) held.emplace_back("parameter", p);
   std::printf("final id=%d joiner=%d step=%lld hash=%llu\n", id, joiner ? 1 : 0,
               static_cast<long long>(collab.rounds()),
@@ -512,7 +555,8 @@ int main(int argc, char** argv) {
     }
     if (mode == "mismatch") return hmc::ddp::RunMismatch(comm);
     if (mode == "survive") return hmc::ddp::RunSurvive(comm);
-    if (mode == "rejoin") return hmc::ddp::RunRejoin(comm);
+    if (mode == "rejoin") return hmc::ddp::RunRejoin(comm, /*through_reducer=*/false);
+    if (mode == "reducer-rejoin") return hmc::ddp::RunRejoin(comm, /*through_reducer=*/true);
     if (mode == "collab-rejoin") return hmc::ddp::RunCollabRejoin(comm);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

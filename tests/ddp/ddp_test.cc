@@ -109,9 +109,9 @@ TEST(Ddp, FaultTolerantHelperTrainsOnWithTheSurvivors) {
 }
 
 // A killed rank's replacement joins fault-tolerant training (ddp_rank.cc, "rejoin" with the DDP
-// helper, "collab-rejoin" with the collaborative optimizer): it takes the group's parameters,
-// Adam's moments and step count, and at the end every rank holds the same bits, the replacement
-// included.
+// helper, "reducer-rejoin" with libtorch's Reducer and the fault-tolerant hook, "collab-rejoin"
+// with the collaborative optimizer): it takes the group's parameters, Adam's moments and step
+// count, and at the end every rank holds the same bits, the replacement included.
 class Rejoin : public testing::TestWithParam<std::string> {};
 
 TEST_P(Rejoin, ReplacementRankJoinsWithTheGroupsStateAndStaysInStep) {
@@ -146,10 +146,12 @@ TEST_P(Rejoin, ReplacementRankJoinsWithTheGroupsStateAndStaysInStep) {
   EXPECT_EQ(finals.size(), 1u) << absl::StrJoin(finals, "\n");
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, Rejoin, testing::Values("rejoin", "collab-rejoin"),
+INSTANTIATE_TEST_SUITE_P(Modes, Rejoin,
+                         testing::Values("rejoin", "reducer-rejoin", "collab-rejoin"),
                          [](const testing::TestParamInfo<std::string>& info) {
-                           return info.param == "rejoin" ? std::string("DdpHelper")
-                                                         : std::string("CollaborativeOptimizer");
+                           if (info.param == "rejoin") return std::string("DdpHelper");
+                           if (info.param == "reducer-rejoin") return std::string("ReducerHook");
+                           return std::string("CollaborativeOptimizer");
                          });
 
 }  // namespace
