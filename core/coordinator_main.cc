@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -18,6 +19,9 @@ ABSL_FLAG(int, max_ranks, 0,
           "Members a running group may grow to as ranks join it; 0: world_size (a joiner takes a "
           "lost rank's place).");
 ABSL_FLAG(std::string, world_id, "hmc", "Name of the world; joins naming another are refused.");
+ABSL_FLAG(std::string, address_file, "",
+          "Once listening, write the address here (written whole: a reader never sees a part); "
+          "what hmcrun reads to learn the port of a coordinator it started on port 0.");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::ZeroDuration(),
           "Silence after which a rank is declared failed; 0: ten round trips of its connection, at "
           "least 3 s.");
@@ -48,6 +52,15 @@ int main(int argc, char** argv) {
   }
   std::signal(SIGINT, OnSignal);
   std::signal(SIGTERM, OnSignal);
+  if (const std::string path = absl::GetFlag(FLAGS_address_file); !path.empty()) {
+    const std::string partial = path + ".partial";
+    std::FILE* f = std::fopen(partial.c_str(), "w");
+    if (f == nullptr || std::fputs((*coordinator)->address().ToString().c_str(), f) < 0 ||
+        std::fclose(f) != 0 || std::rename(partial.c_str(), path.c_str()) != 0) {
+      std::fprintf(stderr, "hmc-coordinator: cannot write --address_file=%s\n", path.c_str());
+      return 1;
+    }
+  }
   std::printf("hmc-coordinator listening on %s for %d ranks of world '%s'\n",
               (*coordinator)->address().ToString().c_str(), config.world_size,
               config.world_id.c_str());

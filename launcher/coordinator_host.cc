@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "core/socket.h"
 
 namespace hmc {
@@ -38,9 +41,8 @@ absl::StatusOr<std::unique_ptr<Coordinator>> StartCoordinatorInNamespace(
   return coordinator;
 }
 
-absl::StatusOr<HostedCoordinator> HostCoordinator(const std::vector<RankPlacement>& ranks,
-                                                  CoordinatorConfig config,
-                                                  const std::string& bind) {
+absl::StatusOr<CoordinatorPlacement> PlaceCoordinator(const std::vector<RankPlacement>& ranks,
+                                                      const std::string& bind) {
   const InventoryHost* netns_host = nullptr;
   const InventoryHost* other_host = nullptr;
   const InventoryHost* remote_host = nullptr;
@@ -63,35 +65,110 @@ absl::StatusOr<HostedCoordinator> HostCoordinator(const std::vector<RankPlacemen
         netns_host->name, netns_host->where, netns_host->netns, other_host->name,
         other_host->where));
   }
-  HostedCoordinator hosted;
-  std::string announce_host;
+  CoordinatorPlacement placement;
   if (!bind.empty()) {
-    config.bind = bind;
+    placement.bind = bind;
   } else if (netns_host != nullptr) {
-    config.bind = absl::StrCat(netns_host->address, ":0");
+    placement.bind = absl::StrCat(netns_host->address, ":0");
+    placement.netns = netns_host->netns;
   } else if (remote_host != nullptr) {
     absl::StatusOr<SocketAddress> remote =
         SocketAddress::Parse(absl::StrCat(remote_host->address, ":22"));
     if (!remote.ok()) return remote.status();
     absl::StatusOr<SocketAddress> local = LocalAddressTowards(*remote);
     if (!local.ok()) return local.status();
-    config.bind = local->family() == AF_INET6 ? "[::]:0" : "0.0.0.0:0";
-    announce_host = local->host();
+    placement.bind = local->family() == AF_INET6 ? "[::]:0" : "0.0.0.0:0";
+    placement.announce_host = local->host();
   } else {
-    config.bind = "127.0.0.1:0";
+    placement.bind = "127.0.0.1:0";
   }
+  return placement;
+}
+
+std::string AnnouncedAddress(const CoordinatorPlacement& placement, const SocketAddress& address) {
+  if (placement.announce_host.empty()) return address.ToString();
+  return absl::StrContains(placement.announce_host, ':')
+             ? absl::StrFormat("[%s]:%d", placement.announce_host, address.port())
+             : absl::StrFormat("%s:%d", placement.announce_host, address.port());
+}
+
+absl::StatusOr<HostedCoordinator> HostCoordinator(const std::vector<RankPlacement>& ranks,
+                                                  CoordinatorConfig config,
+                                                  const std::string& bind) {
+  absl::StatusOr<CoordinatorPlacement> placement = PlaceCoordinator(ranks, bind);
+  if (!placement.ok()) return placement.status();
+  config.bind = placement->bind;
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
-      netns_host != nullptr && bind.empty() ? StartCoordinatorInNamespace(netns_host->netns, config)
-                                            : Coordinator::Start(config);
+      placement->netns.empty() ? Coordinator::Start(config)
+                               : StartCoordinatorInNamespace(placement->netns, config);
   if (!coordinator.ok()) return coordinator.status();
+  HostedCoordinator hosted;
+  hosted.address = AnnouncedAddress(*placement, (*coordinator)->address());
   hosted.coordinator = std::move(*coordinator);
-  SocketAddress address = hosted.coordinator->address();
-  hosted.address = announce_host.empty()
-                       ? address.ToString()
-                       : (absl::StrContains(announce_host, ':')
-                              ? absl::StrFormat("[%s]:%d", announce_host, address.port())
-                              : absl::StrFormat("%s:%d", announce_host, address.port()));
   return hosted;
+}
+
+namespace {
+
+RankCommand CoordinatorCommand(const std::string& program, const CoordinatorPlacement& placement,
+                               const CoordinatorConfig& config, const std::string& bind,
+                               const std::string& address_file) {
+  RankCommand command;
+  if (!placement.netns.empty()) command.argv = {"ip", "netns", "exec", placement.netns};
+  command.argv.insert(
+      command.argv.end(),
+      {program, "--bind=" + bind, absl::StrCat("--world_size=", config.world_size),
+       absl::StrCat("--max_ranks=", config.max_ranks), "--world_id=" + config.world_id,
+       "--heartbeat_timeout=" + absl::FormatDuration(config.heartbeat_timeout)});
+  if (!address_file.empty()) command.argv.push_back("--address_file=" + address_file);
+  command.env = {"HMC_TOKEN=" + config.token};
+  return command;
+}
+
+}  // namespace
+
+absl::StatusOr<CoordinatorProcess> StartCoordinatorProcess(const std::string& program,
+                                                           const CoordinatorPlacement& placement,
+                                                           const CoordinatorConfig& config) {
+  if (access(program.c_str(), X_OK) != 0) {
+    return absl::NotFoundError(absl::StrFormat(
+        "%s: %s (hmcrun --restart=on-failure runs its coordinator as a process of its own, "
+        "hmc-coordinator, from hmcrun's directory)",
+        program, std::strerror(errno)));
+  }
+  const char* tmp = std::getenv("TMPDIR");
+  const std::string address_file = absl::StrFormat(
+      "%s/hmcrun-%d-coordinator", tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", getpid());
+  unlink(address_file.c_str());
+  const RankCommand first =
+      CoordinatorCommand(program, placement, config, placement.bind, address_file);
+  absl::StatusOr<Process> process = Process::Spawn(first.argv, first.env);
+  if (!process.ok()) return process.status();
+  // It writes its address once it listens; bounded by the handshake's patience.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  std::string written;
+  for (int polls = 0; absl::Now() < deadline && polls < 1000; ++polls) {
+    std::ifstream in(address_file);
+    if (in && std::getline(in, written) && !written.empty()) break;
+    int code;
+    if (process->Poll(&code)) {
+      return absl::UnavailableError(absl::StrFormat(
+          "the coordinator (%s) exited with status %d before listening", program, code));
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  unlink(address_file.c_str());
+  absl::StatusOr<SocketAddress> address = SocketAddress::Parse(written);
+  if (!address.ok()) {
+    return absl::DeadlineExceededError(
+        absl::StrFormat("the coordinator (%s, pid %d) did not say where it listens within 10s",
+                        program, process->pid()));
+  }
+  CoordinatorProcess started{
+      .process = std::move(*process),
+      .restart = CoordinatorCommand(program, placement, config, address->ToString(), ""),
+      .address = AnnouncedAddress(placement, *address)};
+  return started;
 }
 
 }  // namespace hmc

@@ -135,8 +135,46 @@ absl::Status StartRank(Running& r) {
 
 }  // namespace
 
-absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSettings& settings) {
+absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSettings& settings,
+                             std::optional<ServiceProcess> service) {
   SignalCatcher catcher;
+  Running served;  // The service, when there is one.
+  if (service.has_value()) {
+    served.spec = {.command = std::move(service->restart), .name = std::move(service->name)};
+    served.process.emplace(std::move(service->process));
+  }
+  // Once no rank runs; bounded by the grace period.
+  auto stop_service = [&] {
+    if (!served.process.has_value() || served.exited) return;
+    served.Stop(SIGTERM);
+    if (!served.process->Wait(absl::Now() + settings.grace).ok()) {
+      served.Stop(SIGKILL);
+      served.process->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
+    }
+    served.exited = true;
+  };
+  // Starts the service again when it died while ranks still run.
+  auto watch_service = [&](size_t running_ranks) {
+    int code;
+    if (!served.process.has_value() || served.exited || !served.process->Poll(&code)) return;
+    served.exited = true;
+    if (running_ranks == 0 || code == 0) return;  // 0: it saw every rank leave.
+    if (!settings.restart_on_failure || served.restarts >= settings.max_restarts) {
+      Logf("hmcrun", "%s exited with status %d and is not restarted; the ranks go on without it",
+           served.spec.name, code);
+      return;
+    }
+    ++served.restarts;
+    if (absl::Status s = StartRank(served); !s.ok()) {
+      Logf("hmcrun", "%s exited with status %d and cannot be restarted: %s", served.spec.name, code,
+           s.message());
+      return;
+    }
+    served.exited = false;
+    Logf("hmcrun",
+         "%s exited with status %d; restarted it at the same address as pid %d (restart %d of %d)",
+         served.spec.name, code, served.process->pid(), served.restarts, settings.max_restarts);
+  };
   std::vector<Running> ranks(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     ranks[i].spec = std::move(specs[i]);
@@ -221,6 +259,7 @@ absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSetti
         kill_at = absl::Now() + settings.grace;
       }
     }
+    watch_service(running);
     if (g_signal_count > forwarded) {
       forwarded = g_signal_count;
       const int signal = forwarded > 1 ? SIGKILL : static_cast<int>(g_signal);
@@ -238,11 +277,13 @@ absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSetti
     if (now >= deadline && running > 0) {
       stop_all(SIGKILL);
       for (Running& r : ranks) r.process->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
+      stop_service();
       return absl::DeadlineExceededError(
           absl::StrFormat("the group ran past its timeout of %s; killed every rank",
                           absl::FormatDuration(settings.timeout)));
     }
   }
+  stop_service();
   return result.value_or(0);
 }
 

@@ -1,11 +1,13 @@
 #ifndef HMC_LAUNCHER_GROUP_RUNNER_H_
 #define HMC_LAUNCHER_GROUP_RUNNER_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "launcher/process.h"
 #include "launcher/rank_command.h"
 
 namespace hmc {
@@ -32,6 +34,17 @@ struct GroupRunSettings {
   int min_running = 0;
 };
 
+// A process that serves the ranks and outlives none of them (hmcrun's coordinator), already
+// running. Whenever it fails (a non-zero status or a signal) while ranks still run, it is
+// started again with `restart`, at most
+// GroupRunSettings::max_restarts times (with restart_on_failure); once no rank runs it gets
+// SIGTERM, then SIGKILL after the grace period. Its output is this process's.
+struct ServiceProcess {
+  std::string name;  // For messages: "the coordinator".
+  Process process;
+  RankCommand restart;
+};
+
 // Starts every rank and waits. Each output line of a labelled rank is written whole to stdout
 // with its label. When a rank fails and is not restarted (GroupRunSettings), the others get
 // SIGTERM (ssh ranks: their session closes), then SIGKILL after the grace period. SIGINT and
@@ -39,7 +52,8 @@ struct GroupRunSettings {
 // when every rank succeeded (or, with min_running, every rank that was not given up on), the first
 // failing rank's exit status, or 128+signal when interrupted; an error when a rank could not start
 // or the group ran past the timeout (every rank is then killed).
-absl::StatusOr<int> RunRanks(std::vector<RankProcess> ranks, const GroupRunSettings& settings);
+absl::StatusOr<int> RunRanks(std::vector<RankProcess> ranks, const GroupRunSettings& settings,
+                             std::optional<ServiceProcess> service = std::nullopt);
 
 }  // namespace hmc
 

@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
@@ -25,6 +26,7 @@
 #include "launcher/group_runner.h"
 #include "launcher/inventory.h"
 #include "launcher/local_group.h"
+#include "launcher/process.h"
 #include "launcher/rank_command.h"
 
 namespace hmc {
@@ -261,17 +263,33 @@ int Main(int argc, char** argv) {
   if (args.np_min > 0) options->min_ranks = world_size;
 
   HostedCoordinator hosted;
+  // --restart=on-failure: the coordinator is a process of its own, restarted when it dies (a
+  // crash there must not end the job); otherwise it is served from this process.
+  std::optional<ServiceProcess> coordinator_process;
+  CoordinatorConfig config;
+  config.world_size = world_size;
+  config.max_ranks = started;
+  config.world_id = options->world_id;
+  config.token = options->token;
+  config.heartbeat_timeout = options->heartbeat_timeout;
   if (!args.coordinator.empty()) {
     hosted.address = args.coordinator;
   } else if (args.dry_run) {
     hosted.address = "<coordinator hosted by hmcrun>";
+  } else if (args.restart_on_failure) {
+    absl::StatusOr<CoordinatorPlacement> placement =
+        PlaceCoordinator(*placements, args.coordinator_bind);
+    if (!placement.ok()) return Fail(placement.status().message());
+    const std::string program = absl::StrCat(
+        std::filesystem::path(SelfExecutable(argv[0])).parent_path().string(), "/hmc-coordinator");
+    absl::StatusOr<CoordinatorProcess> process =
+        StartCoordinatorProcess(program, *placement, config);
+    if (!process.ok()) return Fail(process.status().message());
+    hosted.address = process->address;
+    coordinator_process.emplace(ServiceProcess{.name = "the coordinator",
+                                               .process = std::move(process->process),
+                                               .restart = std::move(process->restart)});
   } else {
-    CoordinatorConfig config;
-    config.world_size = world_size;
-    config.max_ranks = started;
-    config.world_id = options->world_id;
-    config.token = options->token;
-    config.heartbeat_timeout = options->heartbeat_timeout;
     absl::StatusOr<HostedCoordinator> started =
         HostCoordinator(*placements, config, args.coordinator_bind);
     if (!started.ok()) return Fail(started.status().message());
@@ -304,15 +322,19 @@ int Main(int argc, char** argv) {
   std::set<const InventoryHost*> hosts_used;
   for (const RankPlacement& p : *placements) hosts_used.insert(p.host);
   std::fprintf(
-      stderr, "hmcrun: %d ranks on %zu hosts, coordinator %s%s\n", started, hosts_used.size(),
+      stderr, "hmcrun: %d ranks on %zu hosts, coordinator %s%s%s\n", started, hosts_used.size(),
       hosted.address.c_str(),
+      coordinator_process.has_value()
+          ? absl::StrFormat(" (pid %d)", coordinator_process->process.pid()).c_str()
+          : "",
       args.np_min > 0 ? absl::StrFormat(" (elastic: %d to %d)", world_size, started).c_str() : "");
-  absl::StatusOr<int> status =
-      RunRanks(std::move(ranks), {.timeout = args.timeout,
-                                  .restart_on_failure = args.restart_on_failure,
-                                  .max_restarts = args.max_restarts,
-                                  .max_total_restarts = args.max_total_restarts,
-                                  .min_running = args.np_min});
+  absl::StatusOr<int> status = RunRanks(std::move(ranks),
+                                        {.timeout = args.timeout,
+                                         .restart_on_failure = args.restart_on_failure,
+                                         .max_restarts = args.max_restarts,
+                                         .max_total_restarts = args.max_total_restarts,
+                                         .min_running = args.np_min},
+                                        std::move(coordinator_process));
   if (!status.ok()) {
     Fail(status.status().message());
     return absl::IsDeadlineExceeded(status.status()) ? 124 : 1;

@@ -115,6 +115,49 @@ TEST(Hmcrun, RestartsAFailedRankWhichRejoinsWithTheGroupsState) {
   EXPECT_EQ(last[0], last[2]);
 }
 
+// --restart=on-failure runs the coordinator as a process of its own: killed mid-run, it is
+// started again at the same address, rebuilds the membership from the live ranks, and admits
+// the replacement of a rank that dies afterwards; the job ends with every rank in the same state.
+TEST(Hmcrun, RestartsItsCoordinatorWhichAdmitsALaterReplacement) {
+  const std::string output = TempPath("coordinator_restart.out");
+  absl::StatusOr<Process> hmcrun = Process::Spawn(
+      {HMC_HMCRUN_PATH, "-np", "3", "--restart=on-failure", "--heartbeat_interval=250ms",
+       HMC_FAULT_RANK_PATH, "--rounds=400", "--pause=10ms", "--count=4096", "--state=65536",
+       "--die_id=1", "--die_at=250"},
+      {}, {.output_path = output});
+  ASSERT_TRUE(hmcrun.ok()) << hmcrun.status();
+  // The coordinator's pid is in hmcrun's first line; it dies once training is under way.
+  int coordinator = 0;
+  bool under_way = false;
+  for (int polls = 0; polls < 3000 && !under_way; ++polls) {
+    absl::SleepFor(absl::Milliseconds(10));
+    const std::string text = ReadFile(output);
+    const std::string mark = "hmcrun: 3 ranks on 2 hosts, coordinator ";
+    const size_t line = text.find(mark);
+    const size_t at = text.find(" (pid ", line);
+    if (coordinator == 0 && line != std::string::npos && at != std::string::npos) {
+      ASSERT_TRUE(absl::SimpleAtoi(text.substr(at + 6, text.find(')', at) - at - 6), &coordinator))
+          << text;
+    }
+    under_way = coordinator != 0 && absl::StrContains(text, "committed round=50 ");
+  }
+  ASSERT_TRUE(under_way) << ReadFile(output);
+  ASSERT_EQ(kill(coordinator, SIGKILL), 0);
+  absl::StatusOr<int> code = hmcrun->Wait(absl::Now() + absl::Seconds(120));
+  const std::string text = ReadFile(output);
+  ASSERT_TRUE(code.ok()) << text;
+  EXPECT_EQ(*code, 0) << text;
+  EXPECT_THAT(text, HasSubstr("the coordinator exited with status 137; restarted it at the same "
+                              "address"));
+  EXPECT_THAT(text, HasSubstr("exited with status 137; restarting it (restart 1 of 3"));
+  EXPECT_THAT(text, HasSubstr("rank 3 joined the group"));
+  EXPECT_FALSE(Alive(coordinator));
+  const std::vector<std::string> last = StateHashes(text, 399);
+  ASSERT_EQ(last.size(), 3u) << text;
+  EXPECT_EQ(last[0], last[1]);
+  EXPECT_EQ(last[0], last[2]);
+}
+
 // Without --restart a failed rank stops the group, as before; -np MIN:MAX forms the group with
 // MIN ranks and lets the others join.
 TEST(Hmcrun, ElasticGroupFormsWithMinRanksAndTheOthersJoin) {
