@@ -220,8 +220,11 @@ class Communicator {
   bool AwaitEpochAfter(uint32_t epoch, absl::Time deadline);
   // The membership thread: reports failures to the coordinator and adopts new epochs.
   void MembershipLoop();
-  // Makes the group of the newest table current and reconciles the open averaging round in it.
-  void Adopt();
+  // Makes the group of `epoch`'s table current and reconciles the open averaging round in it.
+  void Adopt(uint32_t epoch);
+  // The epoch the membership thread adopts now; 0: none. An epoch that only adds members waits
+  // for the round boundary the members agreed on (agreed_epoch_).
+  uint32_t EpochToAdopt() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first exchange of every epoch: members share where they stand in the averaging rounds
   // and each takes the verdict on its open round (averaging.h).
   void Reconcile(const std::shared_ptr<const Group>& g);
@@ -253,7 +256,13 @@ class Communicator {
   // Every channel this rank opened, by stable id; null at id_ and where none was. Grows as ranks
   // join.
   std::vector<std::shared_ptr<Channel>> world_channels_ ABSL_GUARDED_BY(mu_);
-  PeerTable world_table_ ABSL_GUARDED_BY(mu_);   // The newest table, by stable id.
+  PeerTable world_table_ ABSL_GUARDED_BY(mu_);  // The newest table, by stable id.
+  // A join starts its epoch at a call boundary: tables that only add members to the current
+  // group, kept by epoch until the members agree, in an averaging round's commit vote, to take
+  // one of them in after that round (agreed_epoch_: the newest any member held at a vote). A
+  // round in flight is not ended by a join. Empty for a newcomer, which takes every table at once.
+  std::map<uint32_t, PeerTable> join_tables_ ABSL_GUARDED_BY(mu_);
+  uint32_t agreed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   LinkMatrix world_links_ ABSL_GUARDED_BY(mu_);  // Every measured link, by stable id.
   std::vector<std::pair<int, std::string>> failures_to_report_ ABSL_GUARDED_BY(mu_);
   // Epochs in which an averaging round committed, for the coordinator's log of recovery times

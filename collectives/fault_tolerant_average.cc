@@ -48,10 +48,27 @@ absl::Status Communicator::VoteOnAttempt(CollectiveContext& ctx, const Group& g,
     ledger_.contributors = g.ids;
     ledger_.weights = attempt->weights;
   }
-  uint8_t nothing;  // The vote is the message itself: "I hold the whole sum".
-  if (absl::Status s = ctx.ExchangeWithMembers(Phase::kCommit, 0, &nothing, 0); !s.ok()) return s;
+  // The vote says "I hold the whole sum", and names the newest epoch that only adds members
+  // this rank holds a table of: the members take the newest any of them named in after this
+  // round, a call boundary, without ending a round for a join.
+  uint32_t joins_known;
+  {
+    MutexLock lock(&mu_);
+    joins_known = join_tables_.empty() ? 0 : join_tables_.rbegin()->first;
+  }
+  uint8_t* votes = ctx.Scratch(sizeof(uint32_t) * g.size());
+  std::memcpy(votes + sizeof(uint32_t) * g.rank, &joins_known, sizeof(uint32_t));
+  if (absl::Status s = ctx.ExchangeWithMembers(Phase::kCommit, 0, votes, sizeof(uint32_t));
+      !s.ok()) {
+    return s;
+  }
   MutexLock lock(&mu_);
   if (ledger_.reconciled_epoch > g.epoch) return superseded();
+  for (int r = 0; r < g.size(); ++r) {
+    uint32_t named;
+    std::memcpy(&named, votes + sizeof(uint32_t) * r, sizeof(uint32_t));
+    agreed_epoch_ = std::max(agreed_epoch_, named);
+  }
   RoundStanding& s = ledger_.standing;
   ++s.committed;
   s.in_round = false;
@@ -200,6 +217,17 @@ absl::StatusOr<AverageOutcome> Communicator::Average(const Buffer& buffer, doubl
     }
     RoundStanding& s = ledger_.standing;
     if (s.in_round) return absl::FailedPreconditionError("another Average is in progress");
+    // Members that agreed to take joiners in after the last round do so before this one.
+    auto caught_up = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return group_->epoch >= agreed_epoch_ || !broken_.ok() || stopping_;
+    };
+    if (!mu_.AwaitWithDeadline(absl::Condition(&caught_up), absl::Now() + options_.timeout)) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "rank %d: the members agreed to start epoch %d after averaging round %d, but its table "
+          "did not arrive within %s",
+          id_, agreed_epoch_, s.committed, absl::FormatDuration(options_.timeout)));
+    }
+    if (!broken_.ok()) return broken_;
     s.in_round = true;
     s.attempts = 0;
     s.complete = false;

@@ -76,12 +76,21 @@ void Communicator::ApplyMembership(const PeerTable& table) {
   ExpectJoiners(table);
   std::shared_ptr<const Group> g;  // The epoch this table ends.
   std::vector<std::shared_ptr<Channel>> channels;
+  bool waits_for_round;  // It only adds members: it starts at an agreed round boundary.
   {
     MutexLock lock(&mu_);
     if (table.epoch <= world_table_.epoch || !broken_.ok()) return;
     world_table_ = table;
     g = group_;
     channels = world_channels_;
+    waits_for_round =
+        !ledger_.standing.newcomer &&
+        std::all_of(g->ids.begin(), g->ids.end(), [&](int id) { return table.peers[id].alive; });
+    if (waits_for_round) {
+      join_tables_[table.epoch] = table;
+    } else {
+      join_tables_.clear();
+    }
   }
   std::vector<std::string> changes;
   for (int id : g->ids) {
@@ -99,6 +108,11 @@ void Communicator::ApplyMembership(const PeerTable& table) {
   {
     MutexLock lock(&mu_);
     epoch_causes_[table.epoch] = cause;
+  }
+  if (waits_for_round) {
+    Logf("comm", "rank %d: epoch %d -> %d: %s; from the round boundary the members agree on", id_,
+         g->epoch, table.epoch, cause);
+    return;  // Nobody was lost: the calls in flight finish in their epoch.
   }
   Logf("comm", "rank %d: epoch %d -> %d: %s", id_, g->epoch, table.epoch, cause);
   DiscardEpochsBefore(table.epoch, MembershipChangedError(g->epoch, table.epoch, cause));
@@ -166,12 +180,12 @@ void Communicator::MembershipLoop() {
     std::vector<uint32_t> resumed;
     bool tell_ready;
     uint32_t epoch;
-    bool adopt;
+    uint32_t adopt;
     {
       MutexLock lock(&mu_);
       auto work = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
         return stopping_ || !failures_to_report_.empty() || !resumed_to_report_.empty() ||
-               ready_to_tell_ || (broken_.ok() && world_table_.epoch > group_->epoch);
+               ready_to_tell_ || EpochToAdopt() > 0;
       };
       mu_.Await(absl::Condition(&work));
       if (stopping_) return;
@@ -180,7 +194,7 @@ void Communicator::MembershipLoop() {
       tell_ready = ready_to_tell_;
       ready_to_tell_ = false;
       epoch = group_->epoch;
-      adopt = broken_.ok() && world_table_.epoch > group_->epoch;
+      adopt = EpochToAdopt();
     }
     for (const auto& [id, cause] : reports) {
       if (absl::Status s = coordinator_->ReportFailure(epoch, id, cause); !s.ok()) {
@@ -200,19 +214,41 @@ void Communicator::MembershipLoop() {
                 absl::StrCat(absl::ToUnixMillis(absl::Now())), absl::Now() + absl::Seconds(5))
           .IgnoreError();  // Only for the log.
     }
-    if (adopt) Adopt();
+    if (adopt > 0) Adopt(adopt);
   }
 }
 
-void Communicator::Adopt() {
+uint32_t Communicator::EpochToAdopt() const {
+  if (!broken_.ok() || world_table_.epoch <= group_->epoch) return 0;
+  if (join_tables_.empty()) return world_table_.epoch;
+  // Exactly the agreed one, once its table is here: every member adopts the same epochs (one
+  // in between would wait in its reconciliation for members that skip it).
+  if (agreed_epoch_ > group_->epoch && join_tables_.contains(agreed_epoch_)) return agreed_epoch_;
+  return 0;
+}
+
+void Communicator::Adopt(uint32_t epoch) {
   PeerTable table;
   LinkMatrix links;
   std::vector<std::shared_ptr<Channel>> channels;
+  uint32_t before;
+  bool at_boundary = false;
   {
     MutexLock lock(&mu_);
-    table = world_table_;
+    before = group_->epoch;
+    if (auto it = join_tables_.find(epoch); it != join_tables_.end()) {
+      table = it->second;
+      join_tables_.erase(join_tables_.begin(), std::next(it));
+      at_boundary = true;
+    } else {
+      table = world_table_;
+    }
     links = world_links_;
     channels = world_channels_;
+  }
+  // Nothing of the old epoch is in flight at a round boundary; what it left queued goes.
+  if (at_boundary) {
+    DiscardEpochsBefore(epoch, MembershipChangedError(before, epoch, "members joined"));
   }
   const absl::Time start = absl::Now();
   std::shared_ptr<const Group> g = Group::Make(table, id_, channels, links);

@@ -505,9 +505,10 @@ void Coordinator::AdmitWaitingJoin() {
       epoch = table_.epoch;
     }
     const int live = static_cast<int>(members.size());
-    // Held until the group forms, until there is room, and until every member set up: a member
-    // still probing its links in Communicator::Create runs collectives a new epoch would end.
-    if (epoch == 0 || live >= max_ranks) return;
+    // Held until the group forms, until there is room, until every member set up (a member
+    // still probing its links in Communicator::Create runs collectives a new epoch would end),
+    // and until training resumed in the last join's epoch.
+    if (epoch == 0 || live >= max_ranks || epoch == join_epoch_) return;
     if (!std::all_of(members.begin(), members.end(), [&](int id) { return ready_.contains(id); })) {
       return;
     }
@@ -549,6 +550,7 @@ void Coordinator::FinishJoin(Connection& c) {
     epoch = ++table_.epoch;
   }
   joining_ = -1;
+  join_epoch_ = epoch;
   ready_.insert(c.rank);  // A joiner runs no setup collectives.
   Logf("coordinator", "rank %d joined the group; epoch %d", c.rank, epoch);
   epoch_began_[epoch] = {absl::Now(), absl::StrFormat("rank %d joined", c.rank)};
@@ -567,6 +569,10 @@ void Coordinator::NoteKey(const std::string& key) {
   uint32_t epoch;
   if (!absl::StartsWith(key, prefix) || !absl::SimpleAtoi(key.substr(prefix.size()), &epoch)) {
     return;
+  }
+  if (epoch >= join_epoch_ && join_epoch_ > 0) {
+    join_epoch_ = 0;
+    AdmitWaitingJoin();
   }
   auto began = epoch_began_.find(epoch);
   if (began == epoch_began_.end() || epoch <= 1) return;

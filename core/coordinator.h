@@ -115,6 +115,10 @@ class Coordinator {
   int joined_ = 0;
   int departed_ = 0;  // Ranks that left or failed after the world was complete.
   int joining_ = -1;  // The id of the rank joining the running group now, if any.
+  // The epoch the last join started, until training resumed in it (or a newer one began): the
+  // members take a join in at a round boundary, and one outstanding join epoch at a time lets
+  // every member and newcomer switch through the same epochs.
+  uint32_t join_epoch_ = 0;
   std::deque<std::pair<int, JoinRequest>> waiting_joins_;  // Connection and its request.
   // When each epoch began and why, until a rank says training resumed in it.
   std::map<uint32_t, std::pair<absl::Time, std::string>> epoch_began_;

@@ -93,8 +93,8 @@ int main(int argc, char** argv) {
       prefix.empty() ? "loopback" : ("hmc-wanem " + prefix).c_str());
   std::printf(
       "| fault | trials | faults after the last round (no trial) | hangs | inconsistent rounds | "
-      "lost committed rounds | recovery median s | p90 s | max s |\n"
-      "|---|---|---|---|---|---|---|---|---|\n");
+      "lost committed rounds | rounds tried twice | recovery median s | p90 s | max s |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n");
   bool clean = true;
   uint32_t seed = absl::GetFlag(FLAGS_seed);
   const std::vector<std::string> faults =
@@ -105,7 +105,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "hmc-fault: %s\n", kind.status().ToString().c_str());
       return 2;
     }
-    int hangs = 0, inconsistent = 0, lost = 0, too_late = 0;
+    int hangs = 0, inconsistent = 0, lost = 0, too_late = 0, retried = 0;
     std::vector<double> recovery;
     for (int t = 0; t < absl::GetFlag(FLAGS_trials); ++t) {
       hmc::fault::TrialSpec spec;
@@ -152,6 +152,7 @@ int main(int argc, char** argv) {
       too_late += r->too_late ? 1 : 0;
       inconsistent += r->inconsistent;
       lost += r->lost;
+      retried += r->retried;
       if (r->recovery < absl::InfiniteDuration()) {
         recovery.push_back(absl::ToDoubleSeconds(r->recovery));
       }
@@ -163,8 +164,8 @@ int main(int argc, char** argv) {
       }
     }
     clean &= hangs == 0 && inconsistent == 0 && lost == 0 && too_late == 0;
-    std::printf("| %s | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f |\n", name.c_str(),
-                absl::GetFlag(FLAGS_trials), too_late, hangs, inconsistent, lost,
+    std::printf("| %s | %d | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f |\n", name.c_str(),
+                absl::GetFlag(FLAGS_trials), too_late, hangs, inconsistent, lost, retried,
                 Percentile(recovery, 0.5), Percentile(recovery, 0.9), Percentile(recovery, 1.0));
     std::fflush(stdout);
   }

@@ -274,6 +274,10 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     } else if (!survivors.empty()) {
       ++result.rounds;
     }
+    if (std::any_of(reports.begin(), reports.end(),
+                    [](const auto& e) { return e.second.attempts > 1; })) {
+      ++result.retried;
+    }
     bool consistent = true;
     for (const auto& [rank, c] : reports) {
       const CommittedRound& first = reports.front().second;

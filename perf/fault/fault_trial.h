@@ -63,6 +63,7 @@ struct TrialResult {
   int lost = 0;          // Rounds some surviving rank did not commit (a joiner: from its first on).
   bool too_late = false;  // The victim had finished every round before the fault: no trial.
   int rounds = 0;         // Rounds committed by every survivor.
+  int retried = 0;        // Rounds that some rank committed only in a second attempt.
   // From the fault to the next round every survivor committed (a fault that changes the
   // membership: in a later epoch than before the fault; with a joiner, one it took part in);
   // infinite without a fault.
