@@ -45,13 +45,14 @@ constexpr absl::Duration kDataLinkLivenessTimeout = absl::Seconds(10);
 }  // namespace
 
 Communicator::Communicator(int id, std::vector<std::shared_ptr<Channel>> channels,
-                           const PeerTable& table, const Options& options)
+                           const PeerTable& table, const Options& options, LinkProbeRecord probe)
     : id_(id), options_(options) {
   pool_ = std::make_unique<WorkerPool>(static_cast<int>(options.workers));
   MutexLock lock(&mu_);
   world_channels_ = std::move(channels);
   world_channels_.resize(std::max(world_channels_.size(), table.peers.size()));
-  group_ = Group::Make(table, id, world_channels_, LinkMatrix{});
+  probe_ = std::move(probe);
+  group_ = Group::Make(table, id, world_channels_, WorldLinks(probe_, table));
   world_table_ = table;
   membership_thread_ = std::thread([this] { MembershipLoop(); });
 }
@@ -120,14 +121,34 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   absl::StatusOr<std::vector<std::shared_ptr<Channel>>> channels =
       (*transport)->ConnectAll(rank, addresses, deadline);
   if (!channels.ok()) return channels.status();
+  LinkProbeRecord probe;
   if (joining) {
+    // Its links are not probed: it reports the round trips its connections measured and the
+    // probe it knows, from which every rank infers the rest alike (joiner_links.h).
+    JoinReady ready;
+    ready.rtt_ms.assign(table->peers.size(), -1);
+    for (const std::shared_ptr<Channel>& channel : *channels) {
+      if (channel == nullptr) continue;
+      const double rtt = absl::ToDoubleMilliseconds(channel->round_trip());
+      ready.rtt_ms[channel->peer_rank()] = channel->local() ? 0 : rtt > 0 ? rtt : -1;
+    }
+    // The members put it there before any of them let a rank join; a coordinator restarted
+    // since has none (the links are then planned unmeasured), so it is not waited for long.
+    absl::StatusOr<std::string> recorded = (*client)->Get(
+        LinkProbeKey(options.world_id), std::min(deadline, absl::Now() + absl::Milliseconds(300)));
+    if (recorded.ok()) {
+      absl::StatusOr<LinkProbeRecord> parsed = LinkProbeRecord::Parse(*recorded);
+      if (parsed.ok()) probe = *std::move(parsed);
+    }
+    ready.links_basis = probe.Fingerprint();
     // Every member accepted this rank's streams: the coordinator may make it one.
-    table = (*client)->FinishJoin(deadline);
+    table = (*client)->FinishJoin(ready, deadline);
     if (!table.ok()) return table.status();
     Logf("comm", "rank %d joined the running group at epoch %d (%d members)", rank, table->epoch,
          table->Members().size());
   }
-  std::unique_ptr<Communicator> comm(new Communicator(rank, std::move(*channels), *table, options));
+  std::unique_ptr<Communicator> comm(
+      new Communicator(rank, std::move(*channels), *table, options, std::move(probe)));
   comm->joined_running_group_ = joining;
   if (!options.prices.empty()) {
     absl::StatusOr<PriceTable> prices = PriceTable::Load(options.prices);
@@ -172,6 +193,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
     if (absl::Status s = comm->ProbeLinks(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("probing links: ", s.message()));
     }
+  } else if (absl::Status s = comm->RecordProbe(); !s.ok()) {
+    return s;
   }
   comm->setup_deadline_ = absl::InfiniteFuture();
   return comm;

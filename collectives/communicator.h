@@ -20,6 +20,7 @@
 #include "collectives/collective_context.h"
 #include "collectives/egress.h"
 #include "collectives/group.h"
+#include "collectives/joiner_links.h"
 #include "collectives/link_probe.h"
 #include "collectives/scratch_pool.h"
 #include "collectives/state_transfer.h"
@@ -170,8 +171,9 @@ class Communicator {
  private:
   using Algorithm = std::function<absl::Status(CollectiveContext&)>;
 
+  // `probe`: the link probe a rank that joins a running group plans its first epoch with.
   Communicator(int id, std::vector<std::shared_ptr<Channel>> channels, const PeerTable& table,
-               const Options& options);
+               const Options& options, LinkProbeRecord probe = {});
   // Runs `algorithm` on a worker in the group `g` (the current one when the call was made).
   // `chunk_bytes` 0: the option's. `plan_detail` goes into the report.
   std::shared_ptr<Work> Launch(std::shared_ptr<const Group> g, CallDescriptor descriptor,
@@ -236,6 +238,9 @@ class Communicator {
                                               const CallOptions& call) const;
   // Measures the ring's links and sets every channel's active streams (stream_probe.cc).
   absl::Status ProbeStreams();
+  // Rank 0 keeps the newest link probe in the coordinator (LinkProbeKey) for ranks that join
+  // later; an empty record where links were not probed.
+  absl::Status RecordProbe();
 
   const int id_;
   const Options options_;
@@ -263,7 +268,8 @@ class Communicator {
   // round in flight is not ended by a join. Empty for a newcomer, which takes every table at once.
   std::map<uint32_t, PeerTable> join_tables_ ABSL_GUARDED_BY(mu_);
   uint32_t agreed_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  LinkMatrix world_links_ ABSL_GUARDED_BY(mu_);  // Every measured link, by stable id.
+  // The newest link probe; each epoch's links follow from it and the table (WorldLinks).
+  LinkProbeRecord probe_ ABSL_GUARDED_BY(mu_);
   std::vector<std::pair<int, std::string>> failures_to_report_ ABSL_GUARDED_BY(mu_);
   // Epochs in which an averaging round committed, for the coordinator's log of recovery times
   // (rank 0 of each epoch tells it); the newest epoch queued so far.

@@ -22,7 +22,7 @@ std::shared_ptr<const Group> Group::Make(
     g->zone_of.push_back(zones.emplace(p.zone, static_cast<int>(zones.size())).first->second);
   }
   g->peers.world_size = g->size();
-  // A member that joined after the last probe has no measured links: the group plans without.
+  // A member whose links are not known (joiner_links.h): the group plans without.
   const bool all_measured =
       world_links.measured() &&
       std::all_of(g->ids.begin(), g->ids.end(), [&](int id) { return id < world_links.size; });
@@ -48,29 +48,6 @@ std::shared_ptr<const Group> Group::WithLinks(LinkMatrix links) const {
   auto g = std::make_shared<Group>(*this);
   g->links = std::make_shared<const LinkMatrix>(std::move(links));
   return g;
-}
-
-LinkMatrix Group::ToWorld(const LinkMatrix& world, int world_size) const {
-  LinkMatrix out;
-  out.size = world_size;
-  out.rtt_ms.assign(world_size * world_size, 0.0);
-  out.mbit.assign(world_size * world_size, 0.0);
-  // What was measured before, among ids that existed then.
-  for (int a = 0; a < std::min(world.size, world_size); ++a) {
-    for (int b = 0; b < std::min(world.size, world_size); ++b) {
-      out.rtt_ms[a * world_size + b] = world.rtt(a, b);
-      out.mbit[a * world_size + b] = world.rate(a, b);
-    }
-  }
-  out.auto_codec_bytes_per_s = links->auto_codec_bytes_per_s;
-  const int n = size();
-  for (int a = 0; a < n; ++a) {
-    for (int b = 0; b < n; ++b) {
-      out.rtt_ms[ids[a] * world_size + ids[b]] = links->rtt(a, b);
-      out.mbit[ids[a] * world_size + ids[b]] = links->rate(a, b);
-    }
-  }
-  return out;
 }
 
 }  // namespace hmc

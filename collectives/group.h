@@ -40,9 +40,6 @@ struct Group {
       const std::vector<std::shared_ptr<Channel>>& world_channels, const LinkMatrix& world_links);
   // This group with the link matrix `links` (by dense rank), as a probe measured it.
   std::shared_ptr<const Group> WithLinks(LinkMatrix links) const;
-  // The group's link matrix written into a matrix by stable id over `world_size` ids, keeping what
-  // `world` holds for links outside the group.
-  LinkMatrix ToWorld(const LinkMatrix& world, int world_size) const;
 };
 
 }  // namespace hmc

@@ -227,13 +227,28 @@ absl::Status Communicator::ProbeLinks() {
       }
     }
   }
-  MutexLock lock(&mu_);
-  if (group_->epoch != g->epoch) {
-    return MembershipChangedError(g->epoch, group_->epoch, "the membership changed while probing");
+  {
+    MutexLock lock(&mu_);
+    if (group_->epoch != g->epoch) {
+      return MembershipChangedError(g->epoch, group_->epoch,
+                                    "the membership changed while probing");
+    }
+    probe_ = LinkProbeRecord{g->ids, matrix};
+    group_ = g->WithLinks(std::move(matrix));
   }
-  group_ = g->WithLinks(std::move(matrix));
-  world_links_ = group_->ToWorld(world_links_, static_cast<int>(world_channels_.size()));
-  return absl::OkStatus();
+  return RecordProbe();
+}
+
+absl::Status Communicator::RecordProbe() {
+  std::shared_ptr<const Group> g = group();
+  if (coordinator_ == nullptr || g->rank != 0) return absl::OkStatus();
+  std::string record;
+  {
+    MutexLock lock(&mu_);
+    record = probe_.Serialize();
+  }
+  return coordinator_->Put(LinkProbeKey(options_.world_id), record,
+                           absl::Now() + options_.connect_timeout);
 }
 
 }  // namespace hmc

@@ -229,7 +229,7 @@ uint32_t Communicator::EpochToAdopt() const {
 
 void Communicator::Adopt(uint32_t epoch) {
   PeerTable table;
-  LinkMatrix links;
+  LinkProbeRecord probe;
   std::vector<std::shared_ptr<Channel>> channels;
   uint32_t before;
   bool at_boundary = false;
@@ -243,7 +243,7 @@ void Communicator::Adopt(uint32_t epoch) {
     } else {
       table = world_table_;
     }
-    links = world_links_;
+    probe = probe_;
     channels = world_channels_;
   }
   // Nothing of the old epoch is in flight at a round boundary; what it left queued goes.
@@ -251,7 +251,7 @@ void Communicator::Adopt(uint32_t epoch) {
     DiscardEpochsBefore(epoch, MembershipChangedError(before, epoch, "members joined"));
   }
   const absl::Time start = absl::Now();
-  std::shared_ptr<const Group> g = Group::Make(table, id_, channels, links);
+  std::shared_ptr<const Group> g = Group::Make(table, id_, channels, WorldLinks(probe, table));
   {
     MutexLock lock(&mu_);
     group_ = g;

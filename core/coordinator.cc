@@ -293,13 +293,16 @@ absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
       AdmitWaitingJoin();  // Its place is free.
       return absl::OkStatus();
     }
-    case FrameType::kJoinReady:
+    case FrameType::kJoinReady: {
       if (c.rank != joining_) {
         return absl::FailedPreconditionError(
             absl::StrFormat("rank %d said it is ready to join, but it is not joining", c.rank));
       }
-      FinishJoin(c);
+      absl::StatusOr<JoinReady> ready = JoinReady::Parse(frame.payload);
+      if (!ready.ok()) return ready.status();
+      FinishJoin(c, *ready);
       return absl::OkStatus();
+    }
     case FrameType::kSuspect: {
       absl::StatusOr<Suspicion> m = Suspicion::Parse(frame.payload);
       if (!m.ok()) return m.status();
@@ -540,13 +543,16 @@ void Coordinator::AdmitWaitingJoin() {
   }
 }
 
-void Coordinator::FinishJoin(Connection& c) {
+void Coordinator::FinishJoin(Connection& c, const JoinReady& ready) {
   uint32_t epoch;
   {
     MutexLock lock(&mu_);
     PeerEntry& p = table_.peers[c.rank];
     p.joining = false;
     p.alive = true;
+    p.links_basis = ready.links_basis;
+    p.joined_rtt_ms = ready.rtt_ms;
+    p.joined_rtt_ms.resize(std::min(p.joined_rtt_ms.size(), table_.peers.size()));
     epoch = ++table_.epoch;
   }
   joining_ = -1;

@@ -321,8 +321,11 @@ absl::StatusOr<PeerTable> CoordinatorClient::WaitForPeers(absl::Time deadline) {
   return *table_;
 }
 
-absl::StatusOr<PeerTable> CoordinatorClient::FinishJoin(absl::Time deadline) {
-  if (absl::Status s = Write(FrameType::kJoinReady, {}, deadline); !s.ok()) return s;
+absl::StatusOr<PeerTable> CoordinatorClient::FinishJoin(const JoinReady& ready,
+                                                        absl::Time deadline) {
+  if (absl::Status s = Write(FrameType::kJoinReady, ready.Serialize(), deadline); !s.ok()) {
+    return s;
+  }
   MutexLock lock(&mu_);
   auto decided = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return !broken_.ok() || !table_->peers[rank_].joining;

@@ -17,6 +17,9 @@ std::vector<uint8_t> PeerTable::Serialize() const {
     w.PutString(p.hostname);
     w.Put<uint8_t>(p.alive ? 1 : p.joining ? 2 : 0);
     w.PutString(p.failure);
+    w.Put<uint64_t>(p.links_basis);
+    w.Put<uint32_t>(static_cast<uint32_t>(p.joined_rtt_ms.size()));
+    for (double rtt : p.joined_rtt_ms) w.Put<double>(rtt);
   }
   return w.bytes();
 }
@@ -42,6 +45,10 @@ absl::StatusOr<PeerTable> PeerTable::Parse(std::span<const uint8_t> bytes) {
     p.alive = state == 1;
     p.joining = state == 2;
     p.failure = r.GetString();
+    p.links_basis = r.Get<uint64_t>();
+    const uint32_t rtts = r.Get<uint32_t>();
+    if (rtts > count) return absl::DataLossError("peer table: more round trips than ranks");
+    for (uint32_t k = 0; k < rtts; ++k) p.joined_rtt_ms.push_back(r.Get<double>());
     if (p.rank != static_cast<int>(i)) return absl::DataLossError("peer table: ranks out of order");
     table.peers.push_back(std::move(p));
   }

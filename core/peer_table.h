@@ -20,6 +20,12 @@ struct PeerEntry {
   // Admitted into a running group but not yet a member: it is connecting to the members, and
   // becomes one in the next epoch (alive) or is dropped.
   bool joining = false;
+  // A rank that joined a running group: its round trips to the members, by stable id, as it
+  // measured them when it connected (ms; 0: the same host; -1: none), and the fingerprint of the
+  // link probe it knew (0: none), from which every rank infers the rest of its links alike
+  // (collectives/joiner_links.h).
+  std::vector<double> joined_rtt_ms;
+  uint64_t links_basis = 0;
 };
 
 // The coordinator's view of the world at one membership epoch.

@@ -58,6 +58,9 @@ class Channel {
   virtual void SetStripeMinBytes(uint64_t bytes) { (void)bytes; }
   // Whether the peer shares this host's network namespace (a link without a network path).
   virtual bool local() const { return false; }
+  // The shortest round trip the kernel measured on the link's connections (from their handshakes
+  // on: TCP's smoothed RTT); zero while unknown, and for transports that do not measure it.
+  virtual absl::Duration round_trip() const { return absl::ZeroDuration(); }
   // Caps the rate at which this link's sends leave, bytes/s over all of its connections; 0 lifts
   // the cap. An algorithm that sends on several links at once shares its NIC among them with it
   // (CollectiveContext::PaceSends). Transports that cannot pace ignore it.

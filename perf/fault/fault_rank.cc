@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "collectives/averaging.h"
 #include "collectives/communicator.h"
@@ -29,6 +30,9 @@ ABSL_FLAG(int, die_at, -1, "The round at which --die_id kills itself (a crash fo
 ABSL_FLAG(int64_t, state, 0,
           "Floats of state every rank keeps in step (each round adds its average to it) and a "
           "joining rank downloads; 0: none.");
+ABSL_FLAG(bool, reprobe, false,
+          "At the end, print the links the group plans with (a joiner's inferred), then probe "
+          "them again and print what the probe measured (perf/fault/joiner_links_wan.sh).");
 ABSL_FLAG(int, compare, 0,
           "Instead of the rounds: this many all-reduces (sum) and Average rounds of the same "
           "vector, alternated; rank 0 prints the median time of each (what the commit costs).");
@@ -149,6 +153,26 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
     absl::SleepFor(absl::GetFlag(FLAGS_pause));
+  }
+  // What the group plans with at the end, the same bits on every rank (fault_trial.cc compares).
+  const hmc::LinkMatrix links = (*comm)->links();
+  uint64_t hash = 1469598103934665603ull;
+  for (const std::vector<double>* values : {&links.rtt_ms, &links.mbit}) {
+    const auto* bytes = reinterpret_cast<const uint8_t*>(values->data());
+    for (size_t i = 0; i < values->size() * sizeof(double); ++i) {
+      hash = (hash ^ bytes[i]) * 1099511628211ull;
+    }
+  }
+  std::printf("links ranks=%d measured=%d size=%d hash=%llu\n", (*comm)->size(),
+              links.measured() ? 1 : 0, links.size, static_cast<unsigned long long>(hash));
+  if (absl::GetFlag(FLAGS_reprobe)) {
+    std::printf("planned with (ranks %s):\n%s", absl::StrJoin((*comm)->group()->ids, ",").c_str(),
+                links.ToTable().c_str());
+    if (absl::Status s = (*comm)->ProbeLinks(); !s.ok()) {
+      std::printf("error: probing again: %s\n", s.ToString().c_str());
+      return 1;
+    }
+    std::printf("probed again:\n%s", (*comm)->links().ToTable().c_str());
   }
   std::printf("done\n");
   return 0;

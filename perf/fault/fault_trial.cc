@@ -126,7 +126,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   options.token = config.token;
   options.world_size = spec.ranks;
   options.streams = 2;  // No stream probe: a trial starts in a fraction of a second.
-  options.probe = false;
+  options.probe = spec.probe;
   options.heartbeat_interval = absl::Milliseconds(250);
   options.heartbeat_timeout = spec.heartbeat_timeout;
   options.timeout = absl::Seconds(60);
@@ -223,6 +223,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   std::vector<int> survivors;
   std::vector<uint64_t> first_round(processes, 0);  // A joiner owes the rounds from its first.
   std::map<uint64_t, std::vector<std::pair<int, uint64_t>>> state_by_round;  // (rank, hash)
+  std::vector<std::pair<int, std::string>> links_lines;  // (rank, "links ..."), with probe.
   for (int r = 0; r < processes; ++r) {
     const std::string output = ReadAll(outputs[r]);
     const bool victim = is_victim(r);
@@ -253,6 +254,9 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
       by_round[c.round].push_back({r, c});
     }
     for (absl::string_view line : absl::StrSplit(output, '\n')) {
+      if (spec.probe && finished && absl::StartsWith(line, "links ")) {
+        links_lines.emplace_back(r, std::string(line));
+      }
       if (!absl::StartsWith(line, "state ")) continue;
       absl::StatusOr<std::pair<uint64_t, uint64_t>> state = ParseStateLine(std::string(line));
       if (state.ok()) state_by_round[state->first].emplace_back(r, state->second);
@@ -305,6 +309,18 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
       break;
     }
     if (!consistent) ++result.inconsistent;
+  }
+  for (const auto& [rank, line] : links_lines) {
+    if (!absl::StrContains(line, " measured=1 ") || line != links_lines.front().second) {
+      ++result.links_unknown;
+      result.problems.push_back(absl::StrFormat("rank %d ended with '%s', rank %d with '%s'", rank,
+                                                line, links_lines.front().first,
+                                                links_lines.front().second));
+    }
+  }
+  if (spec.probe && links_lines.size() != survivors.size()) {
+    ++result.links_unknown;
+    result.problems.push_back("a survivor did not report its links");
   }
   if (fault_ms > 0) {
     // Rounds that were in flight when the fault struck may still commit with the victim's part:

@@ -38,6 +38,9 @@ struct TrialSpec {
   // Floats of state the ranks keep in step and a joiner downloads (hmc-fault-rank --state); 0:
   // none. Every rank's state after each round must be the same.
   int64_t state = 0;
+  // Probe the links when the group forms (Options::probe); every survivor must then end with the
+  // same measured links, a joiner's included.
+  bool probe = false;
   absl::Duration pause = absl::Milliseconds(20);
   FaultKind fault = FaultKind::kKill;
   int victim = -1;  // -1: chosen at random.
@@ -64,6 +67,8 @@ struct TrialResult {
   bool too_late = false;  // The victim had finished every round before the fault: no trial.
   int rounds = 0;         // Rounds committed by every survivor.
   int retried = 0;        // Rounds that some rank committed only in a second attempt.
+  // With probe: survivors whose links at the end were unmeasured, or differ from another's.
+  int links_unknown = 0;
   // From the fault to the next round every survivor committed (a fault that changes the
   // membership: in a later epoch than before the fault; with a joiner, one it took part in);
   // infinite without a fault.

@@ -73,6 +73,21 @@ TEST(ElasticAverage, AJoiningRankContributesFromTheGroupsRound) {
   }
 }
 
+// Links probed when the group formed: a joiner's are not probed again but inferred (its own
+// round trips, its stand-in's rates), and every survivor, the joiner too, ends with the same
+// measured links.
+TEST(ElasticAverage, AJoinersLinksAreKnownAlikeOnEveryRank) {
+  for (FaultKind fault : {FaultKind::kJoin, FaultKind::kReplace}) {
+    TrialSpec spec = Spec(fault, 81);
+    spec.rounds = 60;
+    spec.probe = true;
+    std::optional<TrialResult> r = ExpectCleanTrial(spec);
+    if (r.has_value()) {
+      EXPECT_EQ(r->links_unknown, 0) << absl::StrJoin(r->problems, "\n");
+    }
+  }
+}
+
 class ReplacedRank : public testing::TestWithParam<uint32_t> {};
 
 // A killed rank's replacement (a new process, as a restarted spot machine) joins the survivors.

@@ -173,7 +173,9 @@ TEST_F(CoordinatorTest, RankJoiningARunningGroupBecomesAMemberInTheNextEpoch) {
   EXPECT_TRUE(announced->peers[2].joining);
   EXPECT_FALSE(announced->peers[2].alive);
   EXPECT_EQ(announced->peers[2].address, "j:2");
-  auto joined = (*joiner)->FinishJoin(absl::Now() + absl::Seconds(10));
+  // What it measured of its links on the way travels with the table.
+  const JoinReady ready{.links_basis = 77, .rtt_ms = {12.5, 0, -1}};
+  auto joined = (*joiner)->FinishJoin(ready, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(joined.ok()) << joined.status();
   EXPECT_EQ(joined->epoch, 2u);
   EXPECT_EQ(joined->Members(), (std::vector<int>{0, 1, 2}));
@@ -182,7 +184,10 @@ TEST_F(CoordinatorTest, RankJoiningARunningGroupBecomesAMemberInTheNextEpoch) {
   while (members[1]->table().epoch < 2 && absl::Now() < deadline) {
     absl::SleepFor(absl::Milliseconds(10));
   }
-  EXPECT_EQ(members[1]->table().Members(), (std::vector<int>{0, 1, 2}));
+  const PeerTable seen = members[1]->table();
+  EXPECT_EQ(seen.Members(), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(seen.peers[2].links_basis, 77u);
+  EXPECT_EQ(seen.peers[2].joined_rtt_ms, ready.rtt_ms);
 }
 
 TEST_F(CoordinatorTest, FullGroupHoldsAJoinUntilAMemberLeaves) {

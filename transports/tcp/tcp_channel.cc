@@ -290,6 +290,10 @@ void TcpChannel::BoundUnsent(Stream& s) {
                             // trip, or its pacing rate where that is lower.
   if (getsockopt(s.fd.get(), IPPROTO_TCP, TCP_INFO, &info, &length) == 0 && info.tcpi_rtt > 0) {
     bytes_per_ms = 1000.0 * info.tcpi_snd_cwnd * info.tcpi_snd_mss / info.tcpi_rtt;
+    const int64_t shortest = shortest_rtt_us_.load(std::memory_order_relaxed);
+    if (shortest == 0 || info.tcpi_rtt < shortest) {
+      shortest_rtt_us_.store(info.tcpi_rtt, std::memory_order_relaxed);
+    }
   }
   if (s.pacing != kUnpaced) bytes_per_ms = std::min(bytes_per_ms, s.pacing / 1000.0);
   const int bound = static_cast<int>(std::clamp(bytes_per_ms * limits_.unsent_ms,

@@ -61,6 +61,9 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
     stripe_min_bytes_.store(bytes, std::memory_order_relaxed);
   }
   bool local() const override { return local_streams_.load() == limits_.streams; }
+  absl::Duration round_trip() const override {
+    return absl::Microseconds(shortest_rtt_us_.load(std::memory_order_relaxed));
+  }
   // Each active stream gets an equal part of the rate (SO_MAX_PACING_RATE, the kernel's own
   // pacing), set when it next takes a stripe; Unix domain sockets are not paced.
   void SetPacingRate(uint64_t bytes_per_s) override {
@@ -145,8 +148,9 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   };
   std::map<uint64_t, PullSend> pull_sends_;
   std::map<uint64_t, std::pair<uint64_t, std::vector<uint8_t>>>
-      pull_offers_;                    // tag -> (bytes, description)
-  std::atomic<int> local_streams_{0};  // Written by the progress thread only.
+      pull_offers_;                          // tag -> (bytes, description)
+  std::atomic<int> local_streams_{0};        // Written by the progress thread only.
+  std::atomic<int64_t> shortest_rtt_us_{0};  // Written by the progress thread only; 0: none yet.
   std::atomic<int> active_streams_;
   std::atomic<uint64_t> stripe_min_bytes_;
   std::atomic<uint64_t> pacing_bytes_per_s_{0};  // 0: unpaced.
