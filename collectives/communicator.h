@@ -247,7 +247,9 @@ class Communicator {
   bool joined_running_group_ = false;
   StreamChoice stream_choice_;
   PriceTable prices_ = PriceTable::Default();
-  uint32_t probe_generation_ = 0;  // Keys each probe's rows apart in the coordinator.
+  // Key each probe's rows apart in the coordinator: its epoch, and its count within the epoch.
+  uint32_t probe_epoch_ = 0;
+  uint32_t probes_in_epoch_ = 0;
   std::unique_ptr<CoordinatorClient> coordinator_;
   std::unique_ptr<Transport> transport_;
   ScratchPool scratch_;

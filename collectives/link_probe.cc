@@ -193,8 +193,14 @@ absl::Status Communicator::ProbeLinks() {
   // Share the rows: through the coordinator where there is one, so that tools and later
   // communicators of the world can read the matrix; otherwise over the channels.
   if (coordinator_ != nullptr) {
+    // Keyed by the epoch and the probe's count within it, which every member of the epoch
+    // agrees on (a rank that joined counts from its first epoch, as the others do there).
+    if (probe_epoch_ != g->epoch) {
+      probe_epoch_ = g->epoch;
+      probes_in_epoch_ = 0;
+    }
     const std::string prefix =
-        absl::StrFormat("hmc/links/%s/%d/", options_.world_id, probe_generation_++);
+        absl::StrFormat("hmc/links/%s/%d.%d/", options_.world_id, g->epoch, probes_in_epoch_++);
     const absl::Time deadline = absl::Now() + options_.connect_timeout;
     if (absl::Status s =
             coordinator_->Put(absl::StrCat(prefix, self), matrix.SerializeRow(self), deadline);

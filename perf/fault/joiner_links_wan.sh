@@ -35,5 +35,5 @@ done
 run asia-1 joiner.log "$bin/hmc-fault-rank" --rounds=$rounds --pause=200ms --count=4096 --reprobe
 wait
 cat "$out/joiner.log" | sed -n '/^planned with/,$p'
-grep -h "^links " "$out"/rank*.log "$out/joiner.log" | sort | uniq -c
+grep -h "^links \|^error" "$out"/rank*.log "$out/joiner.log" | sort | uniq -c
 rm -rf "$out"
