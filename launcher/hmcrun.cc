@@ -48,7 +48,9 @@ coordinator, and prefixes every output line with [rank zone host].
                                while MIN ranks live (hmc options world_size=MIN, min_ranks=MIN;
                                the coordinator admits up to MAX).
   --restart=on-failure         Start a rank that failed again (it joins the running group as a
-                               new rank); a rank that exits 0 is finished. Default: no.
+                               new rank); a rank that exits 0 is finished. The coordinator then
+                               runs as a process of its own (hmc-coordinator, next to hmcrun),
+                               started again at its address when it fails. Default: no.
   --max-restarts N             Restarts per rank (default 3); all ranks together: N times the
                                ranks, or --max-total-restarts.
   --coordinator HOST:PORT      Join a running coordinator instead of hosting one.

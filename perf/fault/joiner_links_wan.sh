@@ -8,22 +8,14 @@
 #   build/bin/hmc-wanem down --prefix=hmcj
 set -eu
 prefix=${1:?usage: joiner_links_wan.sh PREFIX}
-bin=$(cd "$(dirname "$0")/../../build/bin" && pwd)
-out=$(mktemp -d)
-token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+. "$(dirname "$0")/wan_ranks.sh"
 rounds=40
-run() {  # host log command...
-  host=$1 log=$2
-  shift 2
-  "$bin/hmc-wanem" exec "$host" --prefix="$prefix" -- env HMC_TOKEN="$token" \
-    HMC_COORDINATOR=10.201.0.1:29400 HMC_ZONE="${host%-*}" HMC_PROBE=true HMC_STREAMS=2 "$@" \
-    > "$out/$log" 2>&1 &
-}
+probe="HMC_PROBE=true HMC_STREAMS=2"  # Split into two words where used.
 run us-0 coordinator.log "$bin/hmc-coordinator" --bind=10.201.0.1:29400 --world_size=4
 sleep 0.5
 rank=0
 for host in us-0 eu-0 asia-0 oce-0; do
-  run "$host" "rank$rank.log" env HMC_RANK=$rank "$bin/hmc-fault-rank" --rounds=$rounds \
+  run "$host" "rank$rank.log" env HMC_RANK=$rank $probe "$bin/hmc-fault-rank" --rounds=$rounds \
     --pause=200ms --count=4096 --die_id=2 --die_at=8 --reprobe
   rank=$((rank + 1))
 done
@@ -32,8 +24,9 @@ for _ in $(seq 1 1200); do
   grep -q "rank 2 failed" "$out/coordinator.log" 2>/dev/null && break
   sleep 0.1
 done
-run asia-1 joiner.log "$bin/hmc-fault-rank" --rounds=$rounds --pause=200ms --count=4096 --reprobe
+run asia-1 joiner.log env $probe "$bin/hmc-fault-rank" --rounds=$rounds --pause=200ms \
+  --count=4096 --reprobe
 wait
-cat "$out/joiner.log" | sed -n '/^planned with/,$p'
+sed -n '/^planned with/,$p' "$out/joiner.log"
 grep -h "^links \|^error" "$out"/rank*.log "$out/joiner.log" | sort | uniq -c
 rm -rf "$out"

@@ -8,16 +8,8 @@
 set -eu
 prefix=${1:?usage: state_download_wan.sh PREFIX [FLOATS]}
 floats=${2:-26214400}
-bin=$(cd "$(dirname "$0")/../../build/bin" && pwd)
-out=$(mktemp -d)
-token=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
+. "$(dirname "$0")/wan_ranks.sh"
 rounds=60
-run() {  # host log command...
-  host=$1 log=$2
-  shift 2
-  "$bin/hmc-wanem" exec "$host" --prefix="$prefix" -- env HMC_TOKEN="$token" \
-    HMC_COORDINATOR=10.201.0.1:29400 HMC_ZONE="${host%-*}" "$@" > "$out/$log" 2>&1 &
-}
 run us-0 coordinator.log "$bin/hmc-coordinator" --bind=10.201.0.1:29400 --world_size=3 --max_ranks=4
 sleep 0.5
 rank=0
