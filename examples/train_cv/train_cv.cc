@@ -107,13 +107,15 @@ std::pair<double, double> Evaluate(ResNet& model, const ImageSet& test, Training
 }
 
 int Main() {
-  std::unique_ptr<TrainingRun> run = StartFromFlags("train_cv", absl::GetFlag(FLAGS_batch));
+  // The data first: a rank that joins a running group holds the members up from its join to its
+  // first step, so it joins (TrainingRun::Start) only once it is ready to train.
   ImageSet train = ValueOrThrow(LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), true));
   ImageSet test = ValueOrThrow(LoadFashionMnist(absl::GetFlag(FLAGS_data_dir), false));
   if (const int limit = absl::GetFlag(FLAGS_max_test_samples); limit > 0) {
     test.images = test.images.narrow(0, 0, std::min<int64_t>(limit, test.images.size(0)));
     test.labels = test.labels.narrow(0, 0, test.images.size(0));
   }
+  std::unique_ptr<TrainingRun> run = StartFromFlags("train_cv", absl::GetFlag(FLAGS_batch));
   const int batch = absl::GetFlag(FLAGS_batch);
   const int64_t local_batch = run->LocalBatch(batch);
   int64_t epoch_samples = train.images.size(0);

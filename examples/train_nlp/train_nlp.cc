@@ -95,8 +95,9 @@ double HeldOutLoss(CharTransformer& model, const torch::Tensor& held_out, int co
 }
 
 int Main() {
-  std::unique_ptr<TrainingRun> run = StartFromFlags("train_nlp", absl::GetFlag(FLAGS_batch));
+  // The data first, as train_cv does: a rank joins the group only once it is ready to train.
   const at::Tensor corpus = ValueOrThrow(LoadFortunes(absl::GetFlag(FLAGS_corpus_dir)));
+  std::unique_ptr<TrainingRun> run = StartFromFlags("train_nlp", absl::GetFlag(FLAGS_batch));
   // The last 5% is held out for perplexity.
   const int64_t split = corpus.size(0) * 95 / 100;
   const torch::Tensor train = corpus.narrow(0, 0, split);

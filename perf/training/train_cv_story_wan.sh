@@ -35,5 +35,8 @@ wait "$hmcrun" || status=$?
 echo "hmcrun exited $status"
 grep -h "restarting it\|joined the group\|training resumed\|failed:\|epoch 2 ends at step" \
   "$out/story.out" | sed 's/^.*hmc\[/hmc[/'
+echo "the restarted rank (id 4), from its join to its first committed step:"
+grep -h "rank 4 joined\|rank 4: joins\|rank 4: downloaded\|(rank 4 joined): training resumed" \
+  "$out/story.out" | sed 's/^.*\] //'
 cat "$out/story.jsonl"
 rm -rf "$out"
