@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "core/fnv.h"
 #include "ddp/hmc_reducer.h"
 #include "ddp/optimizer_state.h"
 #include "ddp/tensor_interop.h"
@@ -234,11 +235,10 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
     group[4] *= group_samples_ / std::max(group[0], 1.0);  // This rank's mean loss.
     group[0] = group_samples_;
     // Every rank, to show that they hold the same parameters (a joiner included).
-    uint64_t hash = 1469598103934665603ull;
+    uint64_t hash = kFnv1aOffset;
     for (const at::Tensor& p : model_->parameters()) {
       const at::Tensor c = p.detach().contiguous();
-      const auto* bytes = static_cast<const uint8_t*>(c.data_ptr());
-      for (size_t i = 0; i < c.nbytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+      hash = Fnv1a(c.data_ptr(), c.nbytes(), hash);
     }
     std::printf("rank %d: epoch %d ends at step %lld, parameters %016llx\n", comm_->id(), epoch + 1,
                 static_cast<long long>(ddp_->step()), static_cast<unsigned long long>(hash));

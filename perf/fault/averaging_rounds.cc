@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/fnv.h"
 
 namespace hmc::fault {
 
@@ -20,12 +21,7 @@ void FillRound(int id, uint64_t round, std::vector<float>& values) {
 double RoundWeight(int id, uint64_t round) { return 1.0 + static_cast<double>((id + round) % 4); }
 
 uint64_t HashFloats(const std::vector<float>& values) {
-  uint64_t h = 1469598103934665603ull;
-  const auto* p = reinterpret_cast<const uint8_t*>(values.data());
-  for (size_t i = 0; i < values.size() * sizeof(float); ++i) {
-    h = (h ^ p[i]) * 1099511628211ull;
-  }
-  return h;
+  return Fnv1a(values.data(), values.size() * sizeof(float));
 }
 
 std::string CommittedRound::ToLine() const {

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "collectives/averaging.h"
 #include "collectives/communicator.h"
+#include "core/fnv.h"
 #include "perf/fault/averaging_rounds.h"
 
 ABSL_FLAG(int, rounds, 30, "Rounds to commit.");
@@ -156,13 +157,9 @@ int main(int argc, char** argv) {
   }
   // What the group plans with at the end, the same bits on every rank (fault_trial.cc compares).
   const hmc::LinkMatrix links = (*comm)->links();
-  uint64_t hash = 1469598103934665603ull;
-  for (const std::vector<double>* values : {&links.rtt_ms, &links.mbit}) {
-    const auto* bytes = reinterpret_cast<const uint8_t*>(values->data());
-    for (size_t i = 0; i < values->size() * sizeof(double); ++i) {
-      hash = (hash ^ bytes[i]) * 1099511628211ull;
-    }
-  }
+  const uint64_t hash =
+      hmc::Fnv1a(links.mbit.data(), links.mbit.size() * sizeof(double),
+                 hmc::Fnv1a(links.rtt_ms.data(), links.rtt_ms.size() * sizeof(double)));
   std::printf("links ranks=%d measured=%d size=%d hash=%llu\n", (*comm)->size(),
               links.measured() ? 1 : 0, links.size, static_cast<unsigned long long>(hash));
   if (absl::GetFlag(FLAGS_reprobe)) {

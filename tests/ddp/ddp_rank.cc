@@ -26,6 +26,7 @@
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
 #include "collectives/communicator.h"
+#include "core/fnv.h"
 #include "ddp/averaging_hook.h"
 #include "ddp/collaborative_optimizer.h"
 #include "ddp/distributed_data_parallel.h"
@@ -206,11 +207,10 @@ int RunSurvive(std::shared_ptr<Communicator> comm) {
 
 // FNV-1a over the bytes of every tensor.
 uint64_t HashTensors(const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnv1aOffset;
   for (const auto& [name, t] : tensors) {
     const at::Tensor c = t.contiguous();
-    const auto* p = static_cast<const uint8_t*>(c.data_ptr());
-    for (size_t i = 0; i < c.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
+    h = Fnv1a(c.data_ptr(), c.nbytes(), h);
   }
   return h;
 }
