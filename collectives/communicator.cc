@@ -125,12 +125,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   if (joining) {
     // Its links are not probed: it reports the round trips its connections measured and the
     // probe it knows, from which every rank infers the rest alike (joiner_links.h).
-    JoinReady ready;
-    ready.rtt_ms.assign(table->peers.size(), -1);
+    JoinedLinks measured;
+    measured.rtt_ms.assign(table->peers.size(), -1);
     for (const std::shared_ptr<Channel>& channel : *channels) {
       if (channel == nullptr) continue;
       const double rtt = absl::ToDoubleMilliseconds(channel->round_trip());
-      ready.rtt_ms[channel->peer_rank()] = channel->local() ? 0 : rtt > 0 ? rtt : -1;
+      measured.rtt_ms[channel->peer_rank()] = channel->local() ? 0 : rtt > 0 ? rtt : -1;
     }
     // The members put it there before any of them let a rank join; a coordinator restarted
     // since has none (the links are then planned unmeasured), so it is not waited for long.
@@ -140,9 +140,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
       absl::StatusOr<LinkProbeRecord> parsed = LinkProbeRecord::Parse(*recorded);
       if (parsed.ok()) probe = *std::move(parsed);
     }
-    ready.links_basis = probe.Fingerprint();
+    measured.probe = probe.Fingerprint();
     // Every member accepted this rank's streams: the coordinator may make it one.
-    table = (*client)->FinishJoin(ready, deadline);
+    table = (*client)->FinishJoin(measured, deadline);
     if (!table.ok()) return table.status();
     Logf("comm", "rank %d joined the running group at epoch %d (%d members)", rank, table->epoch,
          table->Members().size());

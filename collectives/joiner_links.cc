@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/fnv.h"
 #include "core/wire.h"
 
 namespace hmc {
@@ -20,10 +21,11 @@ int StandIn(const LinkProbeRecord& probe, const PeerTable& table, const PeerEntr
     double score = 0;
     for (int m = 0; m < n; ++m) {
       const int id = probe.ids[m];
-      if (m == k || id >= static_cast<int>(e.joined_rtt_ms.size()) || e.joined_rtt_ms[id] <= 0) {
+      const std::vector<double>& rtt_ms = e.joined.rtt_ms;
+      if (m == k || id >= static_cast<int>(rtt_ms.size()) || rtt_ms[id] <= 0) {
         continue;
       }
-      score += std::abs(std::log((e.joined_rtt_ms[id] + 0.05) / (probe.links.rtt(m, k) + 0.05)));
+      score += std::abs(std::log((rtt_ms[id] + 0.05) / (probe.links.rtt(m, k) + 0.05)));
     }
     if (score < best_score) {
       best = k;
@@ -49,7 +51,7 @@ double ZoneRate(const LinkProbeRecord& probe, const PeerTable& table, int k) {
 
 // What joiner `b` measured to `a` when it connected; -1 if it did not.
 double MeasuredBy(const PeerEntry& b, int a) {
-  return a < static_cast<int>(b.joined_rtt_ms.size()) ? b.joined_rtt_ms[a] : -1;
+  return a < static_cast<int>(b.joined.rtt_ms.size()) ? b.joined.rtt_ms[a] : -1;
 }
 
 }  // namespace
@@ -88,8 +90,8 @@ absl::StatusOr<LinkProbeRecord> LinkProbeRecord::Parse(absl::string_view bytes) 
 
 uint64_t LinkProbeRecord::Fingerprint() const {
   if (empty()) return 0;
-  uint64_t h = 1469598103934665603ull;
-  for (char c : Serialize()) h = (h ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  const std::string bytes = Serialize();
+  const uint64_t h = Fnv1a(bytes.data(), bytes.size());
   return h == 0 ? 1 : h;
 }
 
@@ -103,7 +105,7 @@ LinkMatrix WorldLinks(const LinkProbeRecord& probe, const PeerTable& table) {
   }
   const uint64_t basis = probe.Fingerprint();
   for (const PeerEntry& e : table.peers) {
-    if (standin[e.rank] < 0 && e.links_basis == basis) standin[e.rank] = StandIn(probe, table, e);
+    if (standin[e.rank] < 0 && e.joined.probe == basis) standin[e.rank] = StandIn(probe, table, e);
   }
   for (int id : table.Members()) {
     if (standin[id] < 0) return {};

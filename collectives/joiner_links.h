@@ -29,7 +29,7 @@ struct LinkProbeRecord {
 // The links of the world of `table`, by stable id (size table.world_size), that every rank of an
 // epoch computes alike from the probe and the table alone. A rank that joined after the probe is
 // not probed again: its round trips are the ones it measured to each member when it connected
-// (PeerEntry::joined_rtt_ms), and its rates those of the probed rank that stands in for it: of its
+// (PeerEntry::joined), and its rates those of the probed rank that stands in for it: of its
 // zone, with the round trips closest to its own (a replacement usually gets the rank it
 // replaces). Unmeasured (size 0) when a live member's links cannot be had: no probe, a joiner that
 // knew another probe or none, or no probed rank in a joiner's zone.

@@ -298,9 +298,9 @@ absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
         return absl::FailedPreconditionError(
             absl::StrFormat("rank %d said it is ready to join, but it is not joining", c.rank));
       }
-      absl::StatusOr<JoinReady> ready = JoinReady::Parse(frame.payload);
-      if (!ready.ok()) return ready.status();
-      FinishJoin(c, *ready);
+      absl::StatusOr<JoinedLinks> links = JoinedLinks::Parse(frame.payload);
+      if (!links.ok()) return links.status();
+      FinishJoin(c, *std::move(links));
       return absl::OkStatus();
     }
     case FrameType::kSuspect: {
@@ -543,16 +543,15 @@ void Coordinator::AdmitWaitingJoin() {
   }
 }
 
-void Coordinator::FinishJoin(Connection& c, const JoinReady& ready) {
+void Coordinator::FinishJoin(Connection& c, JoinedLinks links) {
   uint32_t epoch;
   {
     MutexLock lock(&mu_);
     PeerEntry& p = table_.peers[c.rank];
     p.joining = false;
     p.alive = true;
-    p.links_basis = ready.links_basis;
-    p.joined_rtt_ms = ready.rtt_ms;
-    p.joined_rtt_ms.resize(std::min(p.joined_rtt_ms.size(), table_.peers.size()));
+    links.rtt_ms.resize(std::min(links.rtt_ms.size(), table_.peers.size()));
+    p.joined = std::move(links);
     epoch = ++table_.epoch;
   }
   joining_ = -1;

@@ -75,7 +75,7 @@ class Coordinator {
   // Admits the oldest held join if the group has room and nobody else is joining.
   void AdmitWaitingJoin();
   // The joining rank reached every member: the next epoch includes it.
-  void FinishJoin(Connection& c, const JoinReady& ready);
+  void FinishJoin(Connection& c, JoinedLinks links);
   // A rank of a running group coming back to this (restarted) coordinator.
   absl::Status HandleRejoin(Connection& c, const JoinRequest& join);
   // Gives `rank` to connection `c` and welcomes it.

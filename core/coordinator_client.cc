@@ -321,9 +321,9 @@ absl::StatusOr<PeerTable> CoordinatorClient::WaitForPeers(absl::Time deadline) {
   return *table_;
 }
 
-absl::StatusOr<PeerTable> CoordinatorClient::FinishJoin(const JoinReady& ready,
+absl::StatusOr<PeerTable> CoordinatorClient::FinishJoin(const JoinedLinks& links,
                                                         absl::Time deadline) {
-  if (absl::Status s = Write(FrameType::kJoinReady, ready.Serialize(), deadline); !s.ok()) {
+  if (absl::Status s = Write(FrameType::kJoinReady, links.Serialize(), deadline); !s.ok()) {
     return s;
   }
   MutexLock lock(&mu_);

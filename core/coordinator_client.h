@@ -45,7 +45,7 @@ class CoordinatorClient {
   absl::StatusOr<PeerTable> WaitForPeers(absl::Time deadline);
   // A joining rank that connected to every member says so, with what it measured of its links,
   // then waits for the epoch that makes it a member (or the error that it cannot be one).
-  absl::StatusOr<PeerTable> FinishJoin(const JoinReady& ready, absl::Time deadline);
+  absl::StatusOr<PeerTable> FinishJoin(const JoinedLinks& links, absl::Time deadline);
   // The newest table received; epoch 0 before the first.
   PeerTable table() const;
   // Called on the client's thread for every table after the first, i.e. on membership changes, and

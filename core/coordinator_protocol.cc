@@ -108,27 +108,6 @@ absl::StatusOr<Suspicion> Suspicion::Parse(std::span<const uint8_t> bytes) {
   return m;
 }
 
-std::vector<uint8_t> JoinReady::Serialize() const {
-  WireWriter w;
-  w.Put<uint64_t>(links_basis);
-  w.Put<uint32_t>(static_cast<uint32_t>(rtt_ms.size()));
-  for (double rtt : rtt_ms) w.Put<double>(rtt);
-  return w.bytes();
-}
-
-absl::StatusOr<JoinReady> JoinReady::Parse(std::span<const uint8_t> bytes) {
-  WireReader r(bytes);
-  JoinReady m;
-  m.links_basis = r.Get<uint64_t>();
-  const uint32_t count = r.Get<uint32_t>();
-  if (count > bytes.size() / sizeof(double)) {
-    return absl::DataLossError("malformed join-ready: more round trips than bytes");
-  }
-  for (uint32_t i = 0; i < count; ++i) m.rtt_ms.push_back(r.Get<double>());
-  if (!r.done()) return absl::DataLossError("malformed join-ready");
-  return m;
-}
-
 std::string LinkProbeKey(const std::string& world_id) {
   return absl::StrCat("hmc/links/", world_id, "/newest");
 }

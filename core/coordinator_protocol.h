@@ -74,16 +74,6 @@ struct Suspicion {
   static absl::StatusOr<Suspicion> Parse(std::span<const uint8_t> bytes);
 };
 
-// kJoinReady: a joining rank reached every member; what it measured of its links on the way
-// (PeerEntry::joined_rtt_ms, links_basis).
-struct JoinReady {
-  uint64_t links_basis = 0;
-  std::vector<double> rtt_ms;
-
-  std::vector<uint8_t> Serialize() const;
-  static absl::StatusOr<JoinReady> Parse(std::span<const uint8_t> bytes);
-};
-
 // The key under which the newest link probe of a world is kept (LinkProbeRecord): what a rank
 // that joins later infers its links from.
 std::string LinkProbeKey(const std::string& world_id);

@@ -17,9 +17,7 @@ std::vector<uint8_t> PeerTable::Serialize() const {
     w.PutString(p.hostname);
     w.Put<uint8_t>(p.alive ? 1 : p.joining ? 2 : 0);
     w.PutString(p.failure);
-    w.Put<uint64_t>(p.links_basis);
-    w.Put<uint32_t>(static_cast<uint32_t>(p.joined_rtt_ms.size()));
-    for (double rtt : p.joined_rtt_ms) w.Put<double>(rtt);
+    p.joined.Write(w);
   }
   return w.bytes();
 }
@@ -45,15 +43,42 @@ absl::StatusOr<PeerTable> PeerTable::Parse(std::span<const uint8_t> bytes) {
     p.alive = state == 1;
     p.joining = state == 2;
     p.failure = r.GetString();
-    p.links_basis = r.Get<uint64_t>();
-    const uint32_t rtts = r.Get<uint32_t>();
-    if (rtts > count) return absl::DataLossError("peer table: more round trips than ranks");
-    for (uint32_t k = 0; k < rtts; ++k) p.joined_rtt_ms.push_back(r.Get<double>());
+    if (absl::Status s = p.joined.Read(r, count); !s.ok()) return s;
     if (p.rank != static_cast<int>(i)) return absl::DataLossError("peer table: ranks out of order");
     table.peers.push_back(std::move(p));
   }
   if (!r.done()) return absl::DataLossError("peer table: truncated or trailing bytes");
   return table;
+}
+
+void JoinedLinks::Write(WireWriter& w) const {
+  w.Put<uint64_t>(probe);
+  w.Put<uint32_t>(static_cast<uint32_t>(rtt_ms.size()));
+  for (double rtt : rtt_ms) w.Put<double>(rtt);
+}
+
+absl::Status JoinedLinks::Read(WireReader& r, size_t max_ranks) {
+  probe = r.Get<uint64_t>();
+  const uint32_t count = r.Get<uint32_t>();
+  if (count > max_ranks) return absl::DataLossError("joined links: more round trips than ranks");
+  rtt_ms.clear();
+  for (uint32_t k = 0; k < count; ++k) rtt_ms.push_back(r.Get<double>());
+  return absl::OkStatus();
+}
+
+std::vector<uint8_t> JoinedLinks::Serialize() const {
+  WireWriter w;
+  Write(w);
+  return w.bytes();
+}
+
+absl::StatusOr<JoinedLinks> JoinedLinks::Parse(std::span<const uint8_t> bytes) {
+  WireReader r(bytes);
+  JoinedLinks links;
+  // Each round trip takes 8 bytes: no more than that many can be there.
+  if (absl::Status s = links.Read(r, bytes.size() / sizeof(double)); !s.ok()) return s;
+  if (!r.done()) return absl::DataLossError("joined links: truncated or trailing bytes");
+  return links;
 }
 
 std::vector<int> PeerTable::Members() const {

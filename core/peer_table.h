@@ -7,8 +7,25 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/wire.h"
 
 namespace hmc {
+
+// What a rank that joined a running group measured of its links when it connected: its round
+// trips to the members, by stable id (ms; 0: the same host; -1: none), and the fingerprint of the
+// link probe it knew (0: none), from which every rank infers the rest of its links alike
+// (collectives/joiner_links.h). Sent with kJoinReady; the table carries it.
+struct JoinedLinks {
+  uint64_t probe = 0;
+  std::vector<double> rtt_ms;
+
+  void Write(WireWriter& w) const;
+  // What Write wrote, with at most `max_ranks` round trips.
+  absl::Status Read(WireReader& r, size_t max_ranks);
+  // As kJoinReady's payload.
+  std::vector<uint8_t> Serialize() const;
+  static absl::StatusOr<JoinedLinks> Parse(std::span<const uint8_t> bytes);
+};
 
 struct PeerEntry {
   int rank = -1;
@@ -20,12 +37,7 @@ struct PeerEntry {
   // Admitted into a running group but not yet a member: it is connecting to the members, and
   // becomes one in the next epoch (alive) or is dropped.
   bool joining = false;
-  // A rank that joined a running group: its round trips to the members, by stable id, as it
-  // measured them when it connected (ms; 0: the same host; -1: none), and the fingerprint of the
-  // link probe it knew (0: none), from which every rank infers the rest of its links alike
-  // (collectives/joiner_links.h).
-  std::vector<double> joined_rtt_ms;
-  uint64_t links_basis = 0;
+  JoinedLinks joined;  // A rank that joined a running group: what it measured of its links.
 };
 
 // The coordinator's view of the world at one membership epoch.

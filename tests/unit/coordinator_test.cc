@@ -174,8 +174,8 @@ TEST_F(CoordinatorTest, RankJoiningARunningGroupBecomesAMemberInTheNextEpoch) {
   EXPECT_FALSE(announced->peers[2].alive);
   EXPECT_EQ(announced->peers[2].address, "j:2");
   // What it measured of its links on the way travels with the table.
-  const JoinReady ready{.links_basis = 77, .rtt_ms = {12.5, 0, -1}};
-  auto joined = (*joiner)->FinishJoin(ready, absl::Now() + absl::Seconds(10));
+  const JoinedLinks measured{.probe = 77, .rtt_ms = {12.5, 0, -1}};
+  auto joined = (*joiner)->FinishJoin(measured, absl::Now() + absl::Seconds(10));
   ASSERT_TRUE(joined.ok()) << joined.status();
   EXPECT_EQ(joined->epoch, 2u);
   EXPECT_EQ(joined->Members(), (std::vector<int>{0, 1, 2}));
@@ -186,8 +186,8 @@ TEST_F(CoordinatorTest, RankJoiningARunningGroupBecomesAMemberInTheNextEpoch) {
   }
   const PeerTable seen = members[1]->table();
   EXPECT_EQ(seen.Members(), (std::vector<int>{0, 1, 2}));
-  EXPECT_EQ(seen.peers[2].links_basis, 77u);
-  EXPECT_EQ(seen.peers[2].joined_rtt_ms, ready.rtt_ms);
+  EXPECT_EQ(seen.peers[2].joined.probe, 77u);
+  EXPECT_EQ(seen.peers[2].joined.rtt_ms, measured.rtt_ms);
 }
 
 TEST_F(CoordinatorTest, FullGroupHoldsAJoinUntilAMemberLeaves) {

@@ -39,8 +39,7 @@ PeerTable WithJoiner(const std::string& zone, std::vector<double> rtt_ms, uint64
   const char* zones[] = {"us", "us", "eu", "eu"};
   for (int r = 0; r < 4; ++r) table.peers.push_back(PeerEntry{.rank = r, .zone = zones[r]});
   table.peers.push_back(PeerEntry{.rank = 4, .zone = zone});
-  table.peers[4].joined_rtt_ms = std::move(rtt_ms);
-  table.peers[4].links_basis = basis;
+  table.peers[4].joined = JoinedLinks{.probe = basis, .rtt_ms = std::move(rtt_ms)};
   return table;
 }
 
@@ -70,8 +69,8 @@ TEST(JoinerLinks, AReplacementGetsTheRatesOfTheRankItsRoundTripsMatch) {
   for (int m : {0, 1, 2}) {
     EXPECT_EQ(world.rate(4, m), probe.links.rate(3, m)) << m;
     EXPECT_EQ(world.rate(m, 4), probe.links.rate(m, 3)) << m;
-    EXPECT_EQ(world.rtt(m, 4), table.peers[4].joined_rtt_ms[m]);
-    EXPECT_EQ(world.rtt(4, m), table.peers[4].joined_rtt_ms[m]);
+    EXPECT_EQ(world.rtt(m, 4), table.peers[4].joined.rtt_ms[m]);
+    EXPECT_EQ(world.rtt(4, m), table.peers[4].joined.rtt_ms[m]);
   }
   EXPECT_EQ(world.rate(0, 2), probe.links.rate(0, 2));
   EXPECT_EQ(world.rtt(1, 2), probe.links.rtt(1, 2));
