@@ -35,8 +35,10 @@ at::Tensor FaultTolerantCommHook::parseHookResult(const c10::IValue& result) {
 void FaultTolerantCommHook::AverageStep() {
   std::vector<at::Tensor> flats;
   for (const Pending& p : pending_) flats.push_back(p.flat);
-  at::Tensor all = at::cat(flats);
-  absl::StatusOr<AverageOutcome> outcome = averager_.AverageRound(all, samples_, state_.tensors());
+  // Into the same memory every step: no allocation of the model's size per step.
+  if (!all_.defined()) all_ = at::empty({0}, flats.front().options());
+  at::cat_out(all_, flats);
+  absl::StatusOr<AverageOutcome> outcome = averager_.AverageRound(all_, samples_, state_.tensors());
   if (!outcome.ok()) {
     // The buckets keep this rank's own gradients; loss.backward() throws on every survivor.
     const std::string message =
@@ -50,7 +52,7 @@ void FaultTolerantCommHook::AverageStep() {
   state_.CountStep();
   int64_t offset = 0;
   for (Pending& p : pending_) {
-    p.flat.copy_(all.narrow(0, offset, p.flat.numel()));
+    p.flat.copy_(all_.narrow(0, offset, p.flat.numel()));
     offset += p.flat.numel();
     p.future->markCompleted(c10::IValue(std::vector<at::Tensor>{p.flat}));
   }

@@ -60,6 +60,7 @@ class FaultTolerantCommHook : public c10d::CommHookInterface {
   double samples_ = 1;
   // The step's buckets so far. The Reducer calls runHook under its own lock.
   std::vector<Pending> pending_;
+  at::Tensor all_;  // The step's buckets, one after the other, as one round averages them.
   AverageOutcome last_step_;
 };
 
