@@ -13,17 +13,10 @@ rounds=40
 probe="HMC_PROBE=true HMC_STREAMS=2"  # Split into two words where used.
 run us-0 coordinator.log "$bin/hmc-coordinator" --bind=10.201.0.1:29400 --world_size=4
 sleep 0.5
-rank=0
-for host in us-0 eu-0 asia-0 oce-0; do
-  run "$host" "rank$rank.log" env HMC_RANK=$rank $probe "$bin/hmc-fault-rank" --rounds=$rounds \
-    --pause=200ms --count=4096 --die_id=2 --die_at=8 --reprobe
-  rank=$((rank + 1))
-done
-# The replacement, once asia-0 is gone (bounded: two minutes).
-for _ in $(seq 1 1200); do
-  grep -q "rank 2 failed" "$out/coordinator.log" 2>/dev/null && break
-  sleep 0.1
-done
+members "us-0 eu-0 asia-0 oce-0" $probe "$bin/hmc-fault-rank" --rounds=$rounds --pause=200ms \
+  --count=4096 --die_id=2 --die_at=8 --reprobe
+# The replacement, once asia-0 is gone.
+await coordinator.log "rank 2 failed" || true
 run asia-1 joiner.log env $probe "$bin/hmc-fault-rank" --rounds=$rounds --pause=200ms \
   --count=4096 --reprobe
 wait

@@ -12,17 +12,10 @@ floats=${2:-26214400}
 rounds=60
 run us-0 coordinator.log "$bin/hmc-coordinator" --bind=10.201.0.1:29400 --world_size=3 --max_ranks=4
 sleep 0.5
-rank=0
-for host in us-0 us-1 eu-0; do
-  run "$host" "rank$rank.log" env HMC_RANK=$rank "$bin/hmc-fault-rank" --rounds=$rounds \
-    --pause=300ms --count=4096 --state="$floats"
-  rank=$((rank + 1))
-done
-# The joiner, once the members average (bounded: a minute).
-for _ in $(seq 1 600); do
-  grep -q "^committed round=2 " "$out/rank0.log" 2>/dev/null && break
-  sleep 0.1
-done
+members "us-0 us-1 eu-0" "$bin/hmc-fault-rank" --rounds=$rounds --pause=300ms --count=4096 \
+  --state="$floats"
+# The joiner, once the members average.
+await rank0.log "^committed round=2 " || true
 run eu-1 joiner.log "$bin/hmc-fault-rank" --rounds=$rounds --pause=300ms --count=4096 \
   --state="$floats"
 wait
