@@ -616,8 +616,16 @@ bool TcpChannel::Route(Stream& s) {
     s.remaining = h.payload_bytes;
     return true;
   }
+  if (h.stripes > kMaxStripes ||
+      absl::uint128(h.total_bytes) > absl::uint128(h.stripes) * limits_.max_frame_bytes) {
+    Fail(Error(absl::StrFormat("a %d-byte message in %d stripes exceeds the limit of %d stripes "
+                               "of at most %d bytes",
+                               h.total_bytes, h.stripes, kMaxStripes, limits_.max_frame_bytes)),
+         /*notify=*/true);
+    return false;
+  }
   const StripeRange range = StripeOf(h.total_bytes, h.stripes, h.stripe);
-  if (range.bytes != h.payload_bytes || h.stripes > 64) {
+  if (range.bytes != h.payload_bytes) {
     Fail(Error(absl::StrFormat("stripe %d of %d carries %d bytes, expected %d", h.stripe, h.stripes,
                                h.payload_bytes, range.bytes)),
          /*notify=*/true);
@@ -625,6 +633,8 @@ bool TcpChannel::Route(Stream& s) {
   }
   auto it = incoming_.find(h.tag);
   if (it == incoming_.end()) {
+    // Nothing posted for it: buffered only within the unexpected-message budget. A message larger
+    // than the whole budget waits for its receive and lands in the receiver's own buffer.
     if (!loop_->ReserveUnexpected(h.total_bytes)) {
       s.paused = true;  // Resumed when memory frees up or a receive is posted.
       UpdateInterest(s);

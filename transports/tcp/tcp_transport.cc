@@ -121,10 +121,11 @@ void TcpTransport::Modify(int fd, Target* target, uint32_t events) {
 void TcpTransport::Unwatch(int fd) { epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
 
 bool TcpTransport::ReserveUnexpected(uint64_t bytes) {
-  if (unexpected_bytes_ + bytes > config_.max_unexpected_bytes && unexpected_bytes_ > 0) {
+  // The lengths come off the wire: compared without a sum that could wrap.
+  if (bytes > config_.max_unexpected_bytes ||
+      unexpected_bytes_ > config_.max_unexpected_bytes - bytes) {
     return false;
   }
-  // A single message larger than the whole budget is admitted alone, so it cannot wait forever.
   unexpected_bytes_ += bytes;
   return true;
 }

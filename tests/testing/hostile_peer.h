@@ -1,0 +1,73 @@
+#ifndef HMC_TESTS_TESTING_HOSTILE_PEER_H_
+#define HMC_TESTS_TESTING_HOSTILE_PEER_H_
+
+// A peer that knows the token, completes the transport's handshake by hand on raw sockets, and
+// then sends whatever frames a test wants: the insider the hardening tests defend against.
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
+#include "core/coordinator_protocol.h"
+#include "core/frame_io.h"
+#include "core/socket.h"
+#include "transports/tcp/handshake.h"
+
+namespace hmc::testing_util {
+
+struct HostileIdentity {
+  std::string token;
+  std::string world_id;
+  int rank = 0;
+  int streams = 1;
+  uint32_t epoch = 0;
+};
+
+// Dials `victim` and runs the connector's side of the handshake as stream `stream`. Returns the
+// connected socket once the victim sent PeerAccept, or the victim's refusal as an error.
+inline absl::StatusOr<UniqueFd> HandshakeAs(const SocketAddress& victim, const HostileIdentity& who,
+                                            int stream) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<UniqueFd> fd = ConnectTcp(victim, deadline);
+  if (!fd.ok()) return fd.status();
+  absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
+  if (!challenge.ok()) return challenge.status();
+  absl::StatusOr<std::string> nonce = ParseString(challenge->payload);
+  if (!nonce.ok()) return nonce.status();
+  PeerHello hello;
+  hello.world_id = who.world_id;
+  hello.rank = who.rank;
+  hello.stream = static_cast<uint16_t>(stream);
+  hello.streams = static_cast<uint16_t>(who.streams);
+  hello.epoch = who.epoch;
+  hello.nonce = std::string(32, 'h');
+  hello.proof = PeerHelloProof(who.token, who.world_id, *nonce, hello.nonce, who.rank, stream);
+  if (absl::Status s =
+          WriteControlFrame(fd->get(), FrameType::kPeerHello, hello.Serialize(), deadline);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<Frame> reply = ReadControlFrame(fd->get(), deadline);
+  if (!reply.ok()) return reply.status();
+  if (reply->header.type != FrameType::kPeerAccept) {
+    absl::StatusOr<std::string> text = ParseString(reply->payload);
+    return absl::PermissionDeniedError(
+        absl::StrFormat("refused with %s: %s", FrameTypeName(reply->header.type),
+                        text.ok() ? *text : std::string("(unreadable)")));
+  }
+  return fd;
+}
+
+// A data-stream frame with any header the test chooses (it need not be consistent).
+inline std::vector<uint8_t> ForgedFrame(const FrameHeader& header,
+                                        std::span<const uint8_t> payload = {}) {
+  std::vector<uint8_t> bytes(kFrameHeaderBytes);
+  EncodeFrameHeader(header, std::span<uint8_t, kFrameHeaderBytes>(bytes.data(), kFrameHeaderBytes));
+  bytes.insert(bytes.end(), payload.begin(), payload.end());
+  return bytes;
+}
+
+}  // namespace hmc::testing_util
+
+#endif  // HMC_TESTS_TESTING_HOSTILE_PEER_H_
