@@ -159,5 +159,34 @@ TEST(HostilePeer, FrameOfAnotherEpochOrTypeFailsTheChannel) {
   }
 }
 
+// Whatever would refuse a stream is checked before PeerAccept: a connector told it was accepted
+// is attached, and one that is not gets the reason instead of a false success.
+TEST(HostilePeer, RefusedStreamsAreNeverAccepted) {
+  HostileMesh mesh;
+  auto address = SocketAddress::Parse(mesh.transports[0]->tcp_address());
+  ASSERT_TRUE(address.ok());
+  // A stream the channel already has.
+  absl::StatusOr<UniqueFd> again = HandshakeAs(*address, mesh.identity, 0);
+  ASSERT_FALSE(again.ok());
+  EXPECT_TRUE(absl::StrContains(again.status().message(),
+                                "refused with error: rank 2: duplicate connection for stream 0"))
+      << again.status();
+  // A stream index past the channel's.
+  absl::StatusOr<UniqueFd> past = HandshakeAs(*address, mesh.identity, kStreams);
+  ASSERT_FALSE(past.ok());
+  EXPECT_TRUE(absl::StrContains(past.status().message(), "stream 2 out of range")) << past.status();
+  // A rank lower than the acceptor's (the higher rank of a pair connects).
+  HostileIdentity lower = mesh.identity;
+  lower.rank = 0;
+  auto friend_address = SocketAddress::Parse(mesh.transports[1]->tcp_address());
+  ASSERT_TRUE(friend_address.ok());
+  absl::StatusOr<UniqueFd> backwards = HandshakeAs(*friend_address, lower, 0);
+  ASSERT_FALSE(backwards.ok());
+  EXPECT_TRUE(absl::StrContains(backwards.status().message(),
+                                "rank 0 may not connect to rank 1 (the higher rank connects)"))
+      << backwards.status();
+  mesh.ExpectVictimStillServes();
+}
+
 }  // namespace
 }  // namespace hmc

@@ -183,16 +183,21 @@ LinkStats TcpChannel::stats() const {
                    messages_received_.load()};
 }
 
-absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
+absl::Status TcpChannel::CanAttach(int index) const {
   if (index < 0 || index >= static_cast<int>(streams_.size())) {
     return absl::InvalidArgumentError(
         absl::StrFormat("stream %d out of range (%d streams)", index, streams_.size()));
   }
-  Stream& s = *streams_[index];
-  if (s.fd.valid()) {
+  if (streams_[index]->fd.valid()) {
     return absl::AlreadyExistsError(absl::StrFormat("duplicate connection for stream %d", index));
   }
   if (failed_) return status();
+  return absl::OkStatus();
+}
+
+absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
+  if (absl::Status can = CanAttach(index); !can.ok()) return can;
+  Stream& s = *streams_[index];
   s.fd = std::move(fd);
   if (local) local_streams_.fetch_add(1);
   s.local = local;

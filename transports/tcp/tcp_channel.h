@@ -72,6 +72,8 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   void DiscardTagsBelow(uint64_t floor, const absl::Status& why) override;
 
   // Progress thread only.
+  // Whether stream `index` is free to attach.
+  absl::Status CanAttach(int index) const;
   // `local`: a Unix domain socket to a peer on this host.
   absl::Status AttachStream(int index, UniqueFd fd, bool local);
   bool connected() const { return attached_ == static_cast<int>(streams_.size()); }

@@ -272,6 +272,12 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
                                        config_.limits.streams));
     return;
   }
+  // Everything that could refuse the stream is checked before PeerAccept goes out: a connector
+  // that is told it was accepted must be attached.
+  if (absl::Status s = CheckInbound(hello->rank, hello->stream); !s.ok()) {
+    RejectHandshake(h, std::string(s.message()));
+    return;
+  }
   if (!WriteControlFrame(h.fd.get(), FrameType::kPeerAccept,
                          SerializeString(PeerAcceptProof(config_.token, hello->nonce, h.nonce)),
                          absl::Now() + absl::Seconds(1))
@@ -293,24 +299,37 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
   }
 }
 
-absl::Status TcpTransport::AttachInbound(int rank, int stream, UniqueFd fd, bool local) {
+absl::Status TcpTransport::CheckInbound(int rank, int stream) const {
   if (!channels_.empty() && rank <= rank_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "rank %d may not connect to rank %d (the higher rank connects)", rank, rank_));
   }
+  if (!channels_.empty() && rank < static_cast<int>(channels_.size()) &&
+      channels_[rank] != nullptr) {
+    if (absl::Status s = channels_[rank]->CanAttach(stream); !s.ok()) {
+      return absl::Status(s.code(), absl::StrFormat("rank %d: %s", rank, s.message()));
+    }
+    return absl::OkStatus();
+  }
+  // Before ConnectAll, or a rank joining the group that this rank has not heard of yet: held in
+  // early_, whose size is bounded.
+  constexpr size_t kMaxEarlyStreams = 4096;
+  if (early_.size() >= kMaxEarlyStreams) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("too many streams from ranks not expected (rank %d)", rank));
+  }
+  if (early_.count({rank, stream}) != 0) {
+    return absl::AlreadyExistsError(
+        absl::StrFormat("duplicate connection from rank %d stream %d", rank, stream));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TcpTransport::AttachInbound(int rank, int stream, UniqueFd fd, bool local) {
+  if (absl::Status s = CheckInbound(rank, stream); !s.ok()) return s;
   if (channels_.empty() || rank >= static_cast<int>(channels_.size()) ||
       channels_[rank] == nullptr) {
-    // Before ConnectAll, or a rank joining the group that this rank has not heard of yet.
-    constexpr size_t kMaxEarlyStreams = 4096;
-    if (early_.size() >= kMaxEarlyStreams) {
-      return absl::ResourceExhaustedError(
-          absl::StrFormat("too many streams from ranks not expected (rank %d)", rank));
-    }
-    auto [it, inserted] = early_.try_emplace({rank, stream}, std::make_pair(std::move(fd), local));
-    if (!inserted) {
-      return absl::AlreadyExistsError(
-          absl::StrFormat("duplicate connection from rank %d stream %d", rank, stream));
-    }
+    early_.try_emplace({rank, stream}, std::make_pair(std::move(fd), local));
     return absl::OkStatus();
   }
   if (absl::Status s = channels_[rank]->AttachStream(stream, std::move(fd), local); !s.ok()) {

@@ -68,6 +68,8 @@ class TcpTransport final : public Transport, private TcpLoop {
   void OnHandshakeReadable(Handshake& h);
   void RejectHandshake(Handshake& h, const std::string& reason);
   void DropHandshake(int fd);
+  // Whether stream `stream` from `rank` may attach now (the handshake asks before accepting).
+  absl::Status CheckInbound(int rank, int stream) const;
   absl::Status AttachInbound(int rank, int stream, UniqueFd fd, bool local);
   // Attaches the streams that waited in early_ for `rank`'s channel.
   void AttachEarly(int rank);
