@@ -1,7 +1,5 @@
 #include "collectives/communicator.h"
 
-#include <sys/resource.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
@@ -23,16 +21,6 @@ namespace {
 
 // The epoch of a freshly completed world (the coordinator's first table).
 constexpr uint32_t kInitialEpoch = 1;
-
-// Each peer costs `streams` sockets, so a large group with many streams outgrows the usual soft
-// limit of 1024 descriptors; the hard limit is the process's to take.
-void RaiseDescriptorLimit() {
-  rlimit limit;
-  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
-    limit.rlim_cur = limit.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &limit);
-  }
-}
 
 // How long a Work's Wait() without a deadline waits past the call's deadline: the worker ends the
 // call by its deadline and then drains its requests (CollectiveContext::Drain, 30 s at most).
@@ -82,6 +70,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   RaiseDescriptorLimit();
   absl::StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
   if (!client.ok()) return client.status();
+  if (options.token.empty()) {
+    Logf("auth", "insecure: no token; the coordinator and every peer accept anyone who connects");
+  }
   TcpTransportConfig config;
   config.bind = options.bind_addr;
   if (config.bind.empty()) {
@@ -91,6 +82,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
     config.bind = local.ToString();
   }
   config.token = options.token;
+  config.insecure = options.insecure;
   config.world_id = options.world_id;
   config.socket_buffer_bytes = options.socket_buffer_bytes;
   config.tcp_congestion = options.tcp_congestion;

@@ -9,6 +9,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "absl/strings/str_format.h"
+#include "core/log.h"
+
 namespace hmc {
 
 std::string RandomNonce() {
@@ -32,13 +35,25 @@ std::string ComputeProof(absl::string_view token, absl::string_view label,
   }
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int digest_len = 0;
-  HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
-       reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &digest_len);
+  if (HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()),
+           reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest,
+           &digest_len) == nullptr) {
+    Logf("auth", "HMAC-SHA256 failed in OpenSSL: this proof matches nothing");
+    return "";
+  }
   return std::string(reinterpret_cast<const char*>(digest), digest_len);
 }
 
 bool ProofsEqual(absl::string_view a, absl::string_view b) {
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+  return !a.empty() && a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+absl::Status RequireToken(absl::string_view token, bool insecure, absl::string_view who) {
+  if (!token.empty() || insecure) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "%s: no shared token, so anyone who reaches this address could join: set HMC_TOKEN (hmcrun "
+      "makes one), or allow unauthenticated peers explicitly with --insecure (HMC_INSECURE=1)",
+      who));
 }
 
 }  // namespace hmc

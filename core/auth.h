@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 
 namespace hmc {
@@ -17,8 +18,13 @@ std::string RandomNonce();  // 32 random bytes from OpenSSL's CSPRNG.
 std::string ComputeProof(absl::string_view token, absl::string_view label,
                          std::initializer_list<absl::string_view> parts);
 
-// Constant-time comparison.
+// Constant-time comparison. An empty proof (what ComputeProof returns when OpenSSL fails) equals
+// nothing, so that a failure can never pass for a match.
 bool ProofsEqual(absl::string_view a, absl::string_view b);
+
+// Without a token anyone who reaches an address may join: refused unless `insecure` says that is
+// meant. `who` names the service in the error ("hmc-coordinator", "rank transport").
+absl::Status RequireToken(absl::string_view token, bool insecure, absl::string_view who);
 
 }  // namespace hmc
 

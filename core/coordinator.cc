@@ -46,6 +46,10 @@ Coordinator::Coordinator(const CoordinatorConfig& config) : config_(config) {}
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorConfig& config) {
   if (config.world_size < 1) return absl::InvalidArgumentError("world size must be at least 1");
+  if (absl::Status s = RequireToken(config.token, config.insecure, "coordinator"); !s.ok()) {
+    return s;
+  }
+  if (config.token.empty()) Logf("coordinator", "insecure: no token; anyone may join");
   absl::StatusOr<SocketAddress> bind = SocketAddress::Parse(config.bind);
   if (!bind.ok()) return bind.status();
   std::unique_ptr<Coordinator> c(new Coordinator(config));

@@ -23,6 +23,7 @@ namespace hmc {
 struct CoordinatorConfig {
   std::string bind = "127.0.0.1:0";
   std::string token;
+  bool insecure = false;  // Allow an empty token (RequireToken).
   std::string world_id = "hmc";
   int world_size = 1;
   absl::Duration handshake_timeout = absl::Seconds(10);

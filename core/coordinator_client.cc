@@ -62,6 +62,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
     return absl::InvalidArgumentError(
         "no coordinator address (set HMC_COORDINATOR or --coordinator)");
   }
+  if (absl::Status s = RequireToken(options.token, options.insecure, "rank"); !s.ok()) return s;
   absl::StatusOr<std::pair<UniqueFd, std::string>> dialed =
       Dial(options.coordinator, absl::Now() + options.connect_timeout);
   if (!dialed.ok()) return dialed.status();

@@ -22,6 +22,9 @@ ABSL_FLAG(std::string, world_id, "hmc", "Name of the world; joins naming another
 ABSL_FLAG(std::string, address_file, "",
           "Once listening, write the address here (written whole: a reader never sees a part); "
           "what hmcrun reads to learn the port of a coordinator it started on port 0.");
+ABSL_FLAG(bool, insecure, false,
+          "Run without HMC_TOKEN: anyone who reaches --bind may join. Without this flag an empty "
+          "token is refused.");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::ZeroDuration(),
           "Silence after which a rank is declared failed; 0: ten round trips of its connection, at "
           "least 3 s.");
@@ -40,11 +43,13 @@ int main(int argc, char** argv) {
   config.max_ranks = absl::GetFlag(FLAGS_max_ranks);
   config.world_id = absl::GetFlag(FLAGS_world_id);
   config.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
+  config.insecure = absl::GetFlag(FLAGS_insecure);
   if (const char* token = std::getenv("HMC_TOKEN")) config.token = token;
   if (config.world_size < 1) {
     std::fprintf(stderr, "hmc-coordinator: --world_size must be at least 1\n");
     return 2;
   }
+  hmc::RaiseDescriptorLimit();  // Every rank and every half-open connection holds one.
   auto coordinator = hmc::Coordinator::Start(config);
   if (!coordinator.ok()) {
     std::fprintf(stderr, "hmc-coordinator: %s\n", coordinator.status().ToString().c_str());

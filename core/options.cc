@@ -25,6 +25,9 @@ struct OptionSpec {
 const OptionSpec kOptionTable[] = {
     {"coordinator", &Options::coordinator, "Coordinator address, host:port or [v6]:port."},
     {"token", &Options::token, "Shared secret for HMAC challenge-response; never sent."},
+    {"insecure", &Options::insecure,
+     "Allow an empty token: anyone who reaches the coordinator or a rank may join (every rank "
+     "logs it). Without it an empty token is refused."},
     {"world_id", &Options::world_id, "Name of the group; peers of another world are refused."},
     {"world_size", &Options::world_size, "Number of ranks; 0 takes it from the coordinator."},
     {"rank", &Options::rank, "This process's rank; -1 lets the coordinator assign one."},

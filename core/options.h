@@ -19,7 +19,8 @@ namespace hmc {
 struct Options {
   // Bootstrap.
   std::string coordinator;  // host:port of the coordinator.
-  std::string token;        // Shared secret; empty means no authentication.
+  std::string token;        // Shared secret; empty only with `insecure`.
+  bool insecure = false;    // Run without a token: peers are not authenticated.
   std::string world_id = "hmc";
   int64_t world_size = 0;  // 0: taken from the coordinator.
   int64_t rank = -1;       // -1: first come, first served.

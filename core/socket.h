@@ -14,6 +14,11 @@
 
 namespace hmc {
 
+// Raises this process's soft limit on open descriptors to its hard limit. Each peer costs
+// `streams` sockets, so a large group outgrows the usual soft limit of 1024; a coordinator or
+// launcher serving many ranks does too.
+void RaiseDescriptorLimit();
+
 // An owned file descriptor, closed on destruction.
 class UniqueFd {
  public:

@@ -250,6 +250,7 @@ int Main(int argc, char** argv) {
   if (!options.ok()) return Fail(options.status().message());
   LaunchArgs args;
   if (absl::Status s = ParseArgs(argc, argv, args, *options); !s.ok()) return Fail(s.message());
+  RaiseDescriptorLimit();  // Output pipes and the hosted coordinator's connections, per rank.
   absl::StatusOr<Inventory> inventory =
       args.hosts.empty() ? ParseInventory(DefaultInventoryText(), "(built-in inventory.local)")
                          : LoadInventory(args.hosts);

@@ -339,5 +339,31 @@ TEST_F(CoordinatorTest, GarbageTruncationAndOversizedLengthsAreRejected) {
   EXPECT_TRUE(logged("version 9"));
 }
 
+// An empty token used to turn authentication off silently; now it takes an explicit --insecure,
+// and a proof OpenSSL failed to compute (empty) matches nothing, not even another empty one.
+TEST(CoordinatorAuth, AnEmptyTokenIsRefusedUnlessInsecureIsSaid) {
+  CoordinatorConfig config;
+  config.world_size = 1;
+  auto refused = Coordinator::Start(config);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "no shared token")) << refused.status();
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "--insecure")) << refused.status();
+  config.insecure = true;
+  auto insecure = Coordinator::Start(config);
+  ASSERT_TRUE(insecure.ok()) << insecure.status();
+  Options o;
+  o.coordinator = (*insecure)->address().ToString();
+  auto client = CoordinatorClient::Connect(o);
+  ASSERT_FALSE(client.ok());
+  EXPECT_TRUE(absl::StrContains(client.status().message(), "rank: no shared token"))
+      << client.status();
+  o.insecure = true;
+  client = CoordinatorClient::Connect(o);
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->Join("a:1", absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_FALSE(ProofsEqual("", ""));
+  EXPECT_TRUE(ProofsEqual("x", "x"));
+}
+
 }  // namespace
 }  // namespace hmc

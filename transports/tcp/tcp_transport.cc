@@ -45,6 +45,9 @@ TcpTransport::TcpTransport(const TcpTransportConfig& config) : config_(config) {
 
 absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
     const TcpTransportConfig& config) {
+  if (absl::Status s = RequireToken(config.token, config.insecure, "rank transport"); !s.ok()) {
+    return s;
+  }
   absl::StatusOr<SocketAddress> bind = SocketAddress::Parse(config.bind);
   if (!bind.ok()) return bind.status();
   std::unique_ptr<TcpTransport> t(new TcpTransport(config));

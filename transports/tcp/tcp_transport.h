@@ -20,6 +20,7 @@ namespace hmc {
 struct TcpTransportConfig {
   std::string bind = "127.0.0.1:0";  // Port 0: any free port.
   std::string token;
+  bool insecure = false;  // Allow an empty token (RequireToken).
   std::string world_id = "hmc";
   int64_t socket_buffer_bytes = 0;
   std::string tcp_congestion;  // Empty: the host's default.
