@@ -18,6 +18,7 @@ namespace hmc {
 
 struct Coordinator::Connection {
   UniqueFd fd;
+  uint64_t id = 0;   // Unique for the coordinator's lifetime, unlike the descriptor's number.
   std::string peer;  // Remote address, for messages.
   FrameParser parser;
   std::string nonce;
@@ -145,6 +146,7 @@ void Coordinator::Accept() {
     if (fd < 0) return;
     auto c = std::make_unique<Connection>();
     c->fd = UniqueFd(fd);
+    c->id = ++connections_accepted_;
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(fd);
     c->peer = peer.ok() ? peer->ToString() : "unknown peer";
     c->handshake_deadline = absl::Now() + config_.handshake_timeout;
@@ -329,8 +331,8 @@ absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
     case FrameType::kKvGet: {
       absl::StatusOr<KvMessage> m = KvMessage::Parse(frame.payload);
       if (!m.ok()) return m.status();
-      pending_gets_.push_back(
-          PendingGet{c.fd.get(), m->request, m->key, absl::Now() + absl::Milliseconds(m->wait_ms)});
+      pending_gets_.push_back(PendingGet{c.fd.get(), c.id, m->request, m->key,
+                                         absl::Now() + absl::Milliseconds(m->wait_ms)});
       AnswerGets(m->key);
       return absl::OkStatus();
     }
@@ -619,17 +621,24 @@ void Coordinator::AnswerGets(const std::string& key) {
       ++it;
       continue;
     }
-    if (auto c = connections_.find(it->fd); c != connections_.end()) {
+    if (Connection* asker = Asker(*it)) {
       KvMessage answer{.request = it->request, .key = key, .value = found->second, .found = true};
-      Send(*c->second, FrameType::kKvValue, answer.Serialize());
+      Send(*asker, FrameType::kKvValue, answer.Serialize());
     }
     it = pending_gets_.erase(it);
   }
 }
 
+Coordinator::Connection* Coordinator::Asker(const PendingGet& get) {
+  auto it = connections_.find(get.fd);
+  return it != connections_.end() && it->second->id == get.connection ? it->second.get() : nullptr;
+}
+
 void Coordinator::Drop(int fd, const std::string& reason) {
   auto it = connections_.find(fd);
   if (it == connections_.end()) return;
+  std::erase_if(pending_gets_,
+                [id = it->second->id](const PendingGet& get) { return get.connection == id; });
   const int rank = it->second->rank;
   const bool evicted = it->second->evicted;  // Its failure was declared already.
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
@@ -715,9 +724,9 @@ void Coordinator::CheckTimers() {
       ++it;
       continue;
     }
-    if (auto c = connections_.find(it->fd); c != connections_.end()) {
+    if (Connection* asker = Asker(*it)) {
       KvMessage answer{.request = it->request, .key = it->key, .found = false};
-      Send(*c->second, FrameType::kKvValue, answer.Serialize());
+      Send(*asker, FrameType::kKvValue, answer.Serialize());
     }
     it = pending_gets_.erase(it);
   }

@@ -56,8 +56,11 @@ class Coordinator {
 
  private:
   struct Connection;
+  // A KvGet held until its key exists or its deadline. A connection's number is reused once it
+  // closes, so the answer goes to the connection's identity, never just to its descriptor.
   struct PendingGet {
     int fd;
+    uint64_t connection;  // Connection::id.
     uint64_t request;
     std::string key;
     absl::Time deadline;
@@ -100,6 +103,8 @@ class Coordinator {
   void NoteDeparture();
   void PublishTable();
   void AnswerGets(const std::string& key);
+  // The live connection that holds `get`'s request, or null once that connection is gone.
+  Connection* Asker(const PendingGet& get);
 
   const CoordinatorConfig config_;
   SocketAddress address_;
@@ -112,6 +117,7 @@ class Coordinator {
   std::map<int, std::unique_ptr<Connection>> connections_;
   std::map<std::string, std::string> kv_;
   std::vector<PendingGet> pending_gets_;
+  uint64_t connections_accepted_ = 0;  // Numbers each connection (Connection::id).
   std::vector<int> rank_fd_;  // Connection of each joined rank, -1 when none.
   int joined_ = 0;
   int departed_ = 0;  // Ranks that left or failed after the world was complete.

@@ -259,6 +259,52 @@ TEST_F(CoordinatorTest, KeyValueStoreWaitsForKeys) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(many[1].status())) << many[1].status();
 }
 
+// A rank joined by hand on a raw socket, so that the test decides when it closes.
+UniqueFd RawJoin(const SocketAddress& coordinator, const std::string& token) {
+  UniqueFd fd = testing_util::Dial(coordinator);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::StatusOr<Frame> challenge = ReadControlFrame(fd.get(), deadline);
+  EXPECT_TRUE(challenge.ok()) << challenge.status();
+  if (!challenge.ok()) return UniqueFd();
+  absl::StatusOr<std::string> server_nonce = ParseString(challenge->payload);
+  JoinRequest join;
+  join.world_id = "w";
+  join.address = "raw:1";
+  join.nonce = RandomNonce();
+  join.proof =
+      ComputeProof(token, kJoinLabel, {join.world_id, *server_nonce, join.nonce, "-1"});
+  EXPECT_TRUE(WriteControlFrame(fd.get(), FrameType::kJoin, join.Serialize(), deadline).ok());
+  absl::StatusOr<Frame> welcome = ReadControlFrame(fd.get(), deadline);
+  EXPECT_TRUE(welcome.ok() && welcome->header.type == FrameType::kWelcome);
+  return fd;
+}
+
+// A held KvGet belongs to its connection: when that closes and a new connection gets the same
+// descriptor number, the new one must not receive the old one's answers (it used to: pending
+// requests were keyed by descriptor, and a client matches answers by request number alone).
+TEST_F(CoordinatorTest, HeldKeyRequestsDieWithTheirConnection) {
+  StartCoordinator(3);
+  {
+    UniqueFd gone = RawJoin(coordinator_->address(), "secret");
+    KvMessage get{.request = 1, .key = "theirs", .wait_ms = 10000};
+    ASSERT_TRUE(WriteControlFrame(gone.get(), FrameType::kKvGet, get.Serialize(),
+                                  absl::Now() + absl::Seconds(5))
+                    .ok());
+    absl::SleepFor(absl::Milliseconds(100));  // The coordinator holds the request.
+  }  // Closed: the coordinator drops it and its descriptor number is free again.
+  absl::SleepFor(absl::Milliseconds(200));
+  auto next = Join(ClientOptions());  // Likely to reuse the number; its first request is 1 too.
+  auto writer = Join(ClientOptions());
+  ASSERT_TRUE(next.ok() && writer.ok());
+  std::thread put([&] {
+    absl::SleepFor(absl::Milliseconds(200));
+    EXPECT_TRUE((*writer)->Put("theirs", "not for you", absl::Now() + absl::Seconds(5)).ok());
+  });
+  auto mine = (*next)->Get("mine", absl::Now() + absl::Milliseconds(800));
+  put.join();
+  EXPECT_TRUE(absl::IsDeadlineExceeded(mine.status())) << (mine.ok() ? *mine : "");
+}
+
 TEST_F(CoordinatorTest, SilentRankIsDeclaredFailedInANewEpoch) {
   StartCoordinator(2, absl::Milliseconds(800));
   auto a = Join(ClientOptions());
