@@ -77,8 +77,10 @@ absl::StatusOr<CoordinatorPlacement> PlaceCoordinator(const std::vector<RankPlac
     if (!remote.ok()) return remote.status();
     absl::StatusOr<SocketAddress> local = LocalAddressTowards(*remote);
     if (!local.ok()) return local.status();
-    placement.bind = local->family() == AF_INET6 ? "[::]:0" : "0.0.0.0:0";
+    // Only the interface that reaches the ranks, never every interface of this machine.
     placement.announce_host = local->host();
+    placement.bind = local->family() == AF_INET6 ? absl::StrFormat("[%s]:0", local->host())
+                                                 : absl::StrFormat("%s:0", local->host());
   } else {
     placement.bind = "127.0.0.1:0";
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
+#include "launcher/coordinator_host.h"
 #include "launcher/rank_command.h"
 
 namespace hmc {
@@ -147,6 +148,27 @@ TEST(PlaceRanks, FillsSlotsInOrderAndRefusesMoreRanksThanSlots) {
   EXPECT_EQ((*three)[2].local_rank, 0);
   EXPECT_EQ((*three)[2].local_size, 1);
   EXPECT_THAT(PlaceRanks(inv, 6).status().message(), HasSubstr("-np 6: the inventory has 5 slots"));
+}
+
+// For ranks on other hosts the coordinator listens on the one interface that reaches them (it
+// used to listen on 0.0.0.0, every interface of the machine).
+TEST(PlaceCoordinator, ListensOnlyOnTheInterfaceThatReachesRemoteRanks) {
+  // A documentation address (RFC 5737): only a route lookup, nothing is sent.
+  const Inventory inv = Parse("far ansible_host=198.51.100.7\n");
+  absl::StatusOr<std::vector<RankPlacement>> ranks = PlaceRanks(inv, 1);
+  ASSERT_TRUE(ranks.ok());
+  auto towards = SocketAddress::Parse("198.51.100.7:22");
+  ASSERT_TRUE(towards.ok());
+  if (!LocalAddressTowards(*towards).ok()) GTEST_SKIP() << "no route to another host here";
+  absl::StatusOr<CoordinatorPlacement> placement = PlaceCoordinator(*ranks, "");
+  ASSERT_TRUE(placement.ok()) << placement.status();
+  EXPECT_FALSE(placement->announce_host.empty());
+  EXPECT_EQ(placement->bind, placement->announce_host + ":0");
+  // The lone loopback inventory stays on loopback.
+  const Inventory local = Parse("here ansible_connection=local\n");
+  absl::StatusOr<std::vector<RankPlacement>> here = PlaceRanks(local, 1);
+  ASSERT_TRUE(here.ok());
+  EXPECT_EQ(PlaceCoordinator(*here, "")->bind, "127.0.0.1:0");
 }
 
 TEST(RankCommand, EachConnectionBuildsItsCommand) {
