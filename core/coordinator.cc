@@ -20,7 +20,7 @@ struct Coordinator::Connection {
   UniqueFd fd;
   uint64_t id = 0;   // Unique for the coordinator's lifetime, unlike the descriptor's number.
   std::string peer;  // Remote address, for messages.
-  FrameParser parser;
+  FrameParser parser{kMaxHandshakePayloadBytes};
   std::string nonce;
   absl::Time handshake_deadline;
   int rank = -1;  // -1 until joined.
@@ -39,6 +39,11 @@ struct Coordinator::Connection {
 
 namespace {
 constexpr size_t kMaxQueuedBytes = 64 << 20;
+// Connections that have not proven the token yet; past this the oldest is dropped for a new one
+// (a rank proves itself within a round trip of connecting, a flood's connections never do).
+constexpr int kMaxUnauthenticated = 256;
+// Reads per readiness event (of 64 KiB each): one busy client cannot starve the others.
+constexpr int kReadsPerEvent = 16;
 constexpr uint64_t kWakeKey = ~uint64_t{0};
 constexpr uint64_t kListenKey = ~uint64_t{0} - 1;
 }  // namespace
@@ -68,7 +73,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kListenKey;
-  epoll_ctl(c->epoll_.get(), EPOLL_CTL_ADD, c->listener_.get(), &ev);
+  c->accept_.emplace(c->epoll_.get(), c->listener_.get(), ev);
   ev.data.u64 = kWakeKey;
   epoll_ctl(c->epoll_.get(), EPOLL_CTL_ADD, c->wake_.get(), &ev);
   c->rank_fd_.assign(config.world_size, -1);
@@ -103,10 +108,7 @@ PeerTable Coordinator::table() const {
   return table_;
 }
 
-std::vector<std::string> Coordinator::rejections() const {
-  MutexLock lock(&mu_);
-  return rejections_;
-}
+std::vector<std::string> Coordinator::rejections() const { return rejections_.recent(); }
 
 void Coordinator::Loop() {
   epoll_event events[64];
@@ -142,10 +144,18 @@ void Coordinator::Loop() {
 
 void Coordinator::Accept() {
   for (;;) {
-    const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    std::optional<UniqueFd> accepted = accept_->Next();
+    if (!accepted.has_value()) {
+      if (accept_->out_of_descriptors()) ShedOldestUnauthenticated("out of descriptors");
+      return;
+    }
+    if (Unauthenticated() >= kMaxUnauthenticated) {
+      ShedOldestUnauthenticated(absl::StrFormat(
+          "more than %d connections have not proven the token", kMaxUnauthenticated));
+    }
+    const int fd = accepted->get();
     auto c = std::make_unique<Connection>();
-    c->fd = UniqueFd(fd);
+    c->fd = std::move(*accepted);
     c->id = ++connections_accepted_;
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(fd);
     c->peer = peer.ok() ? peer->ToString() : "unknown peer";
@@ -161,6 +171,25 @@ void Coordinator::Accept() {
     connections_[fd] = std::move(c);
     Send(ref, FrameType::kChallenge, SerializeString(ref.nonce));
   }
+}
+
+int Coordinator::Unauthenticated() const {
+  return static_cast<int>(
+      std::count_if(connections_.begin(), connections_.end(),
+                    [](const auto& c) { return c.second->rank == -1 && !c.second->waiting; }));
+}
+
+void Coordinator::ShedOldestUnauthenticated(const std::string& why) {
+  const Connection* oldest = nullptr;
+  for (const auto& [fd, c] : connections_) {
+    if (c->rank == -1 && !c->waiting &&
+        (oldest == nullptr || c->handshake_deadline < oldest->handshake_deadline)) {
+      oldest = c.get();
+    }
+  }
+  if (oldest == nullptr) return;
+  rejections_.Add(oldest->peer, absl::StrFormat("dropped before its handshake: %s", why));
+  Drop(oldest->fd.get(), why);
 }
 
 void Coordinator::Send(Connection& c, FrameType type, const std::vector<uint8_t>& payload) {
@@ -217,10 +246,12 @@ void Coordinator::OnReadable(Connection& c) {
     }
     return;
   }
-  for (;;) {
+  for (int reads = 0; reads < kReadsPerEvent; ++reads) {
     const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
     if (n > 0) {
+      // Frames are handled as they complete, so that what is buffered stays one frame's worth.
       c.parser.Feed(std::span<const uint8_t>(buffer, static_cast<size_t>(n)));
+      if (!HandleFrames(c)) return;
       if (n < static_cast<ssize_t>(sizeof(buffer))) break;
     } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       break;
@@ -230,36 +261,32 @@ void Coordinator::OnReadable(Connection& c) {
               ? absl::StrFormat("connection closed inside a frame (%d bytes of it received)",
                                 c.parser.buffered())
               : "connection closed";
-      if (c.rank < 0 && c.parser.buffered() > 0) {
-        MutexLock lock(&mu_);
-        rejections_.push_back(absl::StrFormat("%s: %s", c.peer, reason));
-        Logf("coordinator", "rejected %s: %s", c.peer, reason);
-      }
+      if (c.rank < 0 && c.parser.buffered() > 0) rejections_.Add(c.peer, reason);
       Drop(fd, reason);
-      return;
-    }
-  }
-  for (;;) {
-    absl::StatusOr<std::optional<Frame>> frame = c.parser.Next();
-    if (!frame.ok()) {
-      Reject(c, std::string(frame.status().message()));
-      return;
-    }
-    if (!frame->has_value()) break;
-    c.last_seen = absl::Now();
-    if (absl::Status s = Handle(c, **frame); !s.ok()) {
-      Reject(c, std::string(s.message()));
       return;
     }
   }
 }
 
-void Coordinator::Reject(Connection& c, const std::string& reason) {
-  {
-    MutexLock lock(&mu_);
-    rejections_.push_back(absl::StrFormat("%s: %s", c.peer, reason));
+bool Coordinator::HandleFrames(Connection& c) {
+  for (;;) {
+    absl::StatusOr<std::optional<Frame>> frame = c.parser.Next();
+    if (!frame.ok()) {
+      Reject(c, std::string(frame.status().message()));
+      return false;
+    }
+    if (!frame->has_value()) return true;
+    c.last_seen = absl::Now();
+    if (absl::Status s = Handle(c, **frame); !s.ok()) {
+      Reject(c, std::string(s.message()));
+      return false;
+    }
+    if (c.closing) return false;
   }
-  Logf("coordinator", "rejected %s: %s", c.peer, reason);
+}
+
+void Coordinator::Reject(Connection& c, const std::string& reason) {
+  rejections_.Add(c.peer, reason);
   Send(c, FrameType::kError, SerializeString(reason));
   c.closing = true;
   c.drop_at = absl::Now() + absl::Seconds(1);
@@ -350,6 +377,7 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
   if (!ProofsEqual(expected, join->proof)) {
     return absl::PermissionDeniedError("authentication failed: wrong token");
   }
+  c.parser.set_max_payload_bytes(kMaxControlPayloadBytes);  // Proven: full-size frames from now.
   if (join->world_id != config_.world_id) {
     return absl::PermissionDeniedError(
         absl::StrFormat("wrong world id: this coordinator serves '%s', the peer asked for '%s'",
@@ -700,6 +728,7 @@ void Coordinator::DeclareFailed(int rank, uint32_t epoch, const std::string& rea
 
 void Coordinator::CheckTimers() {
   const absl::Time now = absl::Now();
+  accept_->Tick(now);
   std::vector<std::pair<int, std::string>> expired;
   for (auto& [fd, c] : connections_) {
     if (c->closing) {
@@ -713,10 +742,7 @@ void Coordinator::CheckTimers() {
   }
   if (recovering_ && now > recovery_deadline_) FinishRecovery(/*deadline_passed=*/true);
   for (auto& [fd, reason] : expired) {
-    if (reason == "handshake timed out") {
-      MutexLock lock(&mu_);
-      rejections_.push_back(absl::StrFormat("%s: %s", connections_[fd]->peer, reason));
-    }
+    if (reason == "handshake timed out") rejections_.Add(connections_[fd]->peer, reason);
     Drop(fd, reason);
   }
   for (auto it = pending_gets_.begin(); it != pending_gets_.end();) {

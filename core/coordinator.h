@@ -4,6 +4,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <thread>
@@ -12,10 +13,12 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "core/accept_gate.h"
 #include "core/coordinator_protocol.h"
 #include "core/frame_io.h"
 #include "core/mutex.h"
 #include "core/peer_table.h"
+#include "core/rejection_log.h"
 #include "core/socket.h"
 
 namespace hmc {
@@ -70,6 +73,11 @@ class Coordinator {
   void Loop();
   void Accept();
   void OnReadable(Connection& c);
+  // Handles every complete frame buffered; false once the connection is closing or gone.
+  bool HandleFrames(Connection& c);
+  int Unauthenticated() const;
+  // Drops the oldest connection that has not proven the token (to make room for a new one).
+  void ShedOldestUnauthenticated(const std::string& why);
   void Flush(Connection& c);
   void Send(Connection& c, FrameType type, const std::vector<uint8_t>& payload);
   absl::Status Handle(Connection& c, const Frame& frame);
@@ -110,6 +118,7 @@ class Coordinator {
   SocketAddress address_;
   UniqueFd listener_;
   UniqueFd epoll_;
+  std::optional<AcceptGate> accept_;
   UniqueFd wake_;
   std::thread thread_;
 
@@ -118,7 +127,7 @@ class Coordinator {
   std::map<std::string, std::string> kv_;
   std::vector<PendingGet> pending_gets_;
   uint64_t connections_accepted_ = 0;  // Numbers each connection (Connection::id).
-  std::vector<int> rank_fd_;  // Connection of each joined rank, -1 when none.
+  std::vector<int> rank_fd_;           // Connection of each joined rank, -1 when none.
   int joined_ = 0;
   int departed_ = 0;  // Ranks that left or failed after the world was complete.
   int joining_ = -1;  // The id of the rank joining the running group now, if any.
@@ -138,7 +147,7 @@ class Coordinator {
 
   mutable Mutex mu_;
   PeerTable table_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> rejections_ ABSL_GUARDED_BY(mu_);
+  RejectionLog rejections_{"coordinator"};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -18,6 +18,9 @@ inline constexpr uint16_t kProtocolVersion = 1;
 inline constexpr size_t kFrameHeaderBytes = 48;
 // Control frames (coordinator protocol, handshakes) are small; larger lengths are refused early.
 inline constexpr uint64_t kMaxControlPayloadBytes = 16 << 20;
+// Before a connection proved the token, far less: the frames of a handshake are small, and a flood
+// of unauthenticated connections must not each hold megabytes.
+inline constexpr uint64_t kMaxHandshakePayloadBytes = 64 << 10;
 
 enum class FrameType : uint8_t {
   // Coordinator protocol.

@@ -50,7 +50,7 @@ absl::StatusOr<std::optional<Frame>> FrameParser::Next() {
     if (buffered() < kFrameHeaderBytes) return std::nullopt;
     absl::StatusOr<FrameHeader> header = DecodeFrameHeader(
         std::span<const uint8_t, kFrameHeaderBytes>(buffer_.data() + consumed_, kFrameHeaderBytes),
-        kMaxControlPayloadBytes);
+        max_payload_bytes_);
     if (!header.ok()) return header.status();
     header_ = *header;
     consumed_ += kFrameHeaderBytes;

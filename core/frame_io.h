@@ -32,6 +32,11 @@ absl::StatusOr<Frame> ReadControlFrame(int fd, absl::Time deadline);
 // or checksum is an error; the caller closes that connection.
 class FrameParser {
  public:
+  // Payloads longer than `max_payload_bytes` are refused from their header.
+  explicit FrameParser(uint64_t max_payload_bytes = kMaxControlPayloadBytes)
+      : max_payload_bytes_(max_payload_bytes) {}
+  void set_max_payload_bytes(uint64_t bytes) { max_payload_bytes_ = bytes; }
+
   // Appends received bytes.
   void Feed(std::span<const uint8_t> bytes);
   // The next complete frame, nullopt when more bytes are needed, or an error.
@@ -39,6 +44,7 @@ class FrameParser {
   size_t buffered() const { return buffer_.size() - consumed_; }
 
  private:
+  uint64_t max_payload_bytes_;
   std::vector<uint8_t> buffer_;
   size_t consumed_ = 0;
   std::optional<FrameHeader> header_;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -271,8 +272,7 @@ UniqueFd RawJoin(const SocketAddress& coordinator, const std::string& token) {
   join.world_id = "w";
   join.address = "raw:1";
   join.nonce = RandomNonce();
-  join.proof =
-      ComputeProof(token, kJoinLabel, {join.world_id, *server_nonce, join.nonce, "-1"});
+  join.proof = ComputeProof(token, kJoinLabel, {join.world_id, *server_nonce, join.nonce, "-1"});
   EXPECT_TRUE(WriteControlFrame(fd.get(), FrameType::kJoin, join.Serialize(), deadline).ok());
   absl::StatusOr<Frame> welcome = ReadControlFrame(fd.get(), deadline);
   EXPECT_TRUE(welcome.ok() && welcome->header.type == FrameType::kWelcome);
@@ -409,6 +409,56 @@ TEST(CoordinatorAuth, AnEmptyTokenIsRefusedUnlessInsecureIsSaid) {
   EXPECT_TRUE((*client)->Join("a:1", absl::Now() + absl::Seconds(10)).ok());
   EXPECT_FALSE(ProofsEqual("", ""));
   EXPECT_TRUE(ProofsEqual("x", "x"));
+}
+
+int OpenDescriptors() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// 1000 connections that never prove the token (silent, or stopping inside a frame header) while
+// a group forms: the coordinator holds at most 256 of them, dropping the oldest for each new one,
+// logs a bounded number of lines, and the group forms.
+TEST_F(CoordinatorTest, AFloodOfUnprovenConnectionsIsCappedAndTheGroupStillForms) {
+  RaiseDescriptorLimit();
+  StartCoordinator(4);
+  const int before = OpenDescriptors();
+  std::vector<UniqueFd> flood;
+  auto dial = [&](int i) {
+    flood.push_back(testing_util::Dial(coordinator_->address()));
+    if (i % 4 == 0) SendBytes(flood.back().get(), std::vector<uint8_t>(20, 0x48));
+  };
+  constexpr int kFlood = 1000;
+  for (int i = 0; i < kFlood - 100; ++i) dial(i);
+  std::thread trickle([&] {  // The rest while the ranks join.
+    for (int i = kFlood - 100; i < kFlood; ++i) {
+      dial(i);
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+  });
+  std::vector<std::unique_ptr<CoordinatorClient>> ranks;
+  for (int r = 0; r < 4; ++r) {
+    auto joined = Join(ClientOptions(r), absl::StrCat("m:", r));
+    ASSERT_TRUE(joined.ok()) << joined.status();
+    ranks.push_back(std::move(*joined));
+  }
+  trickle.join();
+  absl::StatusOr<PeerTable> table = ranks[0]->WaitForPeers(absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(table.ok()) << table.status();
+  EXPECT_EQ(table->epoch, 1u);
+  // This process holds the flood's 1000 client ends, two ends per rank, and the coordinator's
+  // ends of the connections it kept: at most 256 unproven ones.
+  const int held = OpenDescriptors() - before;
+  EXPECT_LE(held, kFlood + 8 + 256 + 8) << held;
+  bool capped = false;
+  for (const std::string& r : coordinator_->rejections()) {
+    capped = capped || absl::StrContains(r, "more than 256 connections have not proven the token");
+  }
+  EXPECT_TRUE(capped);
 }
 
 }  // namespace

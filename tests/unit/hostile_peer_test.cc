@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "tests/testing/raw_socket.h"
 #include "transports/tcp/tcp_transport.h"
 
 namespace hmc {
@@ -30,7 +33,8 @@ struct HostileMesh {
   std::vector<UniqueFd> to_friend;
   HostileIdentity identity{kToken, "h", 2, kStreams, 1};
 
-  HostileMesh() {
+  // `before` runs once the victim listens, before the group connects.
+  explicit HostileMesh(const std::function<void(const SocketAddress&)>& before = nullptr) {
     std::vector<PeerAddress> peers;
     for (int r = 0; r < 2; ++r) {
       TcpTransportConfig config;
@@ -46,6 +50,11 @@ struct HostileMesh {
       transports.push_back(std::move(*t));
     }
     peers.push_back(PeerAddress{2, "127.0.0.1:1", "rank 2"});  // Never dialed: it connects.
+    if (before) {
+      auto victim = SocketAddress::Parse(transports[0]->tcp_address());
+      EXPECT_TRUE(victim.ok());
+      before(*victim);
+    }
     channels.resize(2);
     std::vector<std::thread> threads;
     for (int r = 0; r < 2; ++r) {
@@ -186,6 +195,40 @@ TEST(HostilePeer, RefusedStreamsAreNeverAccepted) {
                                 "rank 0 may not connect to rank 1 (the higher rank connects)"))
       << backwards.status();
   mesh.ExpectVictimStillServes();
+}
+
+int OpenDescriptors() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// 1500 connections that never prove the token reach a rank's listener before its group
+// connects: the rank keeps at most 1024 of them (the oldest go first), the group's own streams
+// still get through, and the rank serves.
+TEST(HostilePeer, AFloodOfUnprovenConnectionsIsCappedAndTheGroupStillConnects) {
+  RaiseDescriptorLimit();
+  std::vector<UniqueFd> flood;
+  int before = 0;
+  constexpr int kFlood = 1500;
+  HostileMesh mesh([&](const SocketAddress& victim) {
+    before = OpenDescriptors();
+    for (int i = 0; i < kFlood; ++i) {
+      flood.push_back(testing_util::Dial(victim));
+      if (i % 3 == 0) testing_util::SendBytes(flood.back().get(), std::vector<uint8_t>(30, 7));
+    }
+  });
+  mesh.ExpectVictimStillServes();
+  const int held = OpenDescriptors() - before;
+  EXPECT_LE(held, kFlood + 1024 + 64) << held;
+  bool capped = false;
+  for (const std::string& r : mesh.transports[0]->rejections()) {
+    capped = capped || absl::StrContains(r, "more than 1024 connections have not proven the token");
+  }
+  EXPECT_TRUE(capped);
 }
 
 }  // namespace

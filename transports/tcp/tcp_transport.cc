@@ -27,7 +27,8 @@ struct TcpTransport::Handshake {
   UniqueFd fd;
   std::string peer;
   std::string nonce;
-  FrameParser parser;
+  FrameParser parser{kMaxHandshakePayloadBytes};
+  absl::Time accepted;
   absl::Time deadline;
   Target target{nullptr, -1};  // channel == nullptr, stream == fd: a handshake.
   bool local = false;          // Arrived on the local (Unix) socket.
@@ -39,6 +40,9 @@ constexpr int kListenerStream = -1;
 constexpr int kWakeStream = -2;
 constexpr int kLocalListenerStream = -3;
 constexpr char kLocalPrefix[] = " local:";
+// Inbound connections that have not proven the token; past this the oldest is dropped for a new
+// one. Far above what a group opens at once (peers x streams arrive over a few round trips).
+constexpr size_t kMaxHandshakes = 1024;
 }  // namespace
 
 TcpTransport::TcpTransport(const TcpTransportConfig& config) : config_(config) {}
@@ -74,10 +78,17 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
   if (!t->epoll_.valid() || !t->wake_.valid()) return absl::InternalError("epoll/eventfd failed");
   t->listener_target_ = Target{nullptr, kListenerStream};
   t->wake_target_ = Target{nullptr, kWakeStream};
-  t->Watch(t->listener_.get(), &t->listener_target_, EPOLLIN);
+  auto listen_event = [](Target* target) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = target;
+    return ev;
+  };
+  t->accept_.emplace(t->epoll_.get(), t->listener_.get(), listen_event(&t->listener_target_));
   t->Watch(t->wake_.get(), &t->wake_target_, EPOLLIN);
   if (t->local_listener_.valid()) {
-    t->Watch(t->local_listener_.get(), &t->local_listener_target_, EPOLLIN);
+    t->local_accept_.emplace(t->epoll_.get(), t->local_listener_.get(),
+                             listen_event(&t->local_listener_target_));
   }
   t->thread_ = std::thread([raw = t.get()] { raw->Run(); });
   return t;
@@ -157,10 +168,7 @@ void TcpTransport::SetFailureCallback(FailureCallback callback) {
   failure_callback_ = std::move(callback);
 }
 
-std::vector<std::string> TcpTransport::rejections() const {
-  MutexLock lock(&mu_);
-  return rejections_;
-}
+std::vector<std::string> TcpTransport::rejections() const { return rejections_.recent(); }
 
 void TcpTransport::RunPosted() {
   std::vector<std::function<void()>> work;
@@ -188,9 +196,9 @@ void TcpTransport::Run() {
         const ssize_t ignored = read(wake_.get(), &value, sizeof(value));
         (void)ignored;
       } else if (target->stream == kListenerStream) {
-        Accept(listener_.get(), /*local=*/false);
+        Accept(*accept_, /*local=*/false);
       } else if (target->stream == kLocalListenerStream) {
-        Accept(local_listener_.get(), /*local=*/true);
+        Accept(*local_accept_, /*local=*/true);
       } else if (auto it = handshakes_.find(target->stream); it != handshakes_.end()) {
         OnHandshakeReadable(*it->second);
       }
@@ -201,17 +209,26 @@ void TcpTransport::Run() {
   }
 }
 
-void TcpTransport::Accept(int listener, bool local) {
+void TcpTransport::Accept(AcceptGate& gate, bool local) {
   for (;;) {
-    const int fd = accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    std::optional<UniqueFd> accepted = gate.Next();
+    if (!accepted.has_value()) {
+      if (gate.out_of_descriptors()) ShedOldestHandshake("out of descriptors");
+      return;
+    }
+    if (handshakes_.size() >= kMaxHandshakes) {
+      ShedOldestHandshake(
+          absl::StrFormat("more than %d connections have not proven the token", kMaxHandshakes));
+    }
+    const int fd = accepted->get();
     auto h = std::make_unique<Handshake>();
-    h->fd = UniqueFd(fd);
+    h->fd = std::move(*accepted);
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(fd);
     h->peer = local ? "a local socket" : peer.ok() ? peer->ToString() : "unknown peer";
     h->local = local;
     h->nonce = RandomNonce();
-    h->deadline = absl::Now() + config_.handshake_timeout;
+    h->accepted = absl::Now();
+    h->deadline = h->accepted + config_.handshake_timeout;
     h->target = Target{nullptr, fd};
     SetNoDelay(fd).IgnoreError();
     // A fresh socket's send buffer is empty: this small write cannot block.
@@ -296,9 +313,7 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
   handshakes_.erase(fd);
   if (absl::Status s = AttachInbound(hello->rank, hello->stream, std::move(owned), local);
       !s.ok()) {
-    MutexLock lock(&mu_);
-    rejections_.push_back(absl::StrFormat("%s: %s", peer, s.message()));
-    Logf("tcp", "rejected %s: %s", peer, s.message());
+    rejections_.Add(peer, std::string(s.message()));
   }
 }
 
@@ -343,19 +358,25 @@ absl::Status TcpTransport::AttachInbound(int rank, int stream, UniqueFd fd, bool
 }
 
 void TcpTransport::RejectHandshake(Handshake& h, const std::string& reason) {
-  {
-    MutexLock lock(&mu_);
-    rejections_.push_back(absl::StrFormat("%s: %s", h.peer, reason));
-  }
-  Logf("tcp", "rejected inbound connection from %s: %s", h.peer, reason);
-  WriteControlFrame(h.fd.get(), FrameType::kError, SerializeString(reason),
-                    absl::Now() + absl::Milliseconds(100))
+  rejections_.Add(h.peer, reason);
+  // One attempt, never a wait on the progress thread: the socket's send buffer held only the
+  // challenge, so the small error frame fits unless the peer is gone.
+  WriteControlFrame(h.fd.get(), FrameType::kError, SerializeString(reason), absl::Now())
       .IgnoreError();
   shutdown(h.fd.get(), SHUT_WR);
   // Keep reading (and discarding) for a moment: closing with unread input would reset the
   // connection and the peer might never see why it was refused.
   h.closing = true;
   h.deadline = absl::Now() + absl::Seconds(1);
+}
+
+void TcpTransport::ShedOldestHandshake(const std::string& why) {
+  auto oldest = std::min_element(
+      handshakes_.begin(), handshakes_.end(),
+      [](const auto& a, const auto& b) { return a.second->accepted < b.second->accepted; });
+  if (oldest == handshakes_.end()) return;
+  rejections_.Add(oldest->second->peer, absl::StrFormat("dropped before its handshake: %s", why));
+  DropHandshake(oldest->first);
 }
 
 void TcpTransport::DropHandshake(int fd) {
@@ -365,6 +386,8 @@ void TcpTransport::DropHandshake(int fd) {
 
 void TcpTransport::CheckHandshakeDeadlines() {
   const absl::Time now = absl::Now();
+  accept_->Tick(now);
+  if (local_accept_.has_value()) local_accept_->Tick(now);
   std::vector<int> expired;
   for (auto& [fd, h] : handshakes_) {
     if (now >= h->deadline) expired.push_back(fd);
@@ -458,8 +481,7 @@ void TcpTransport::AttachEarly(int rank) {
     const int stream = it->first.second;
     it = early_.erase(it);
     if (absl::Status s = AttachInbound(rank, stream, std::move(fd), local); !s.ok()) {
-      MutexLock lock(&mu_);
-      rejections_.push_back(s.ToString());
+      rejections_.Add(absl::StrFormat("rank %d stream %d", rank, stream), std::string(s.message()));
     }
   }
 }

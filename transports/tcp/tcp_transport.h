@@ -3,13 +3,16 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "core/accept_gate.h"
 #include "core/frame_io.h"
 #include "core/mutex.h"
+#include "core/rejection_log.h"
 #include "core/socket.h"
 #include "transports/tcp/tcp_channel.h"
 #include "transports/tcp/tcp_loop.h"
@@ -65,7 +68,9 @@ class TcpTransport final : public Transport, private TcpLoop {
   explicit TcpTransport(const TcpTransportConfig& config);
   void Run();
   void RunPosted();
-  void Accept(int listener, bool local);
+  void Accept(AcceptGate& gate, bool local);
+  // Drops the oldest connection still in its handshake (to make room for a new one).
+  void ShedOldestHandshake(const std::string& why);
   void OnHandshakeReadable(Handshake& h);
   void RejectHandshake(Handshake& h, const std::string& reason);
   void DropHandshake(int fd);
@@ -95,6 +100,8 @@ class TcpTransport final : public Transport, private TcpLoop {
   UniqueFd local_listener_;
   UniqueFd epoll_;
   UniqueFd wake_;
+  std::optional<AcceptGate> accept_;
+  std::optional<AcceptGate> local_accept_;
   std::thread thread_;
   Target listener_target_{nullptr, -1};
   Target wake_target_{nullptr, -2};
@@ -116,7 +123,7 @@ class TcpTransport final : public Transport, private TcpLoop {
   std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool all_connected_ ABSL_GUARDED_BY(mu_) = false;
-  std::vector<std::string> rejections_ ABSL_GUARDED_BY(mu_);
+  RejectionLog rejections_{"tcp"};
   FailureCallback failure_callback_ ABSL_GUARDED_BY(mu_);
 };
 
