@@ -24,12 +24,11 @@ struct HostileIdentity {
   uint32_t epoch = 0;
 };
 
-// Dials `victim` and runs the connector's side of the handshake as stream `stream`. Returns the
-// connected socket once the victim sent PeerAccept, or the victim's refusal as an error.
-inline absl::StatusOr<UniqueFd> HandshakeAs(const SocketAddress& victim, const HostileIdentity& who,
+// Runs the connector's side of the handshake on `fd` as stream `stream`. Returns the socket once
+// the victim sent PeerAccept, or the victim's refusal as an error.
+inline absl::StatusOr<UniqueFd> HandshakeOn(absl::StatusOr<UniqueFd> fd, const HostileIdentity& who,
                                             int stream) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  absl::StatusOr<UniqueFd> fd = ConnectTcp(victim, deadline);
   if (!fd.ok()) return fd.status();
   absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
   if (!challenge.ok()) return challenge.status();
@@ -57,6 +56,12 @@ inline absl::StatusOr<UniqueFd> HandshakeAs(const SocketAddress& victim, const H
                         text.ok() ? *text : std::string("(unreadable)")));
   }
   return fd;
+}
+
+// Dials `victim` over TCP and runs the handshake (HandshakeOn).
+inline absl::StatusOr<UniqueFd> HandshakeAs(const SocketAddress& victim, const HostileIdentity& who,
+                                            int stream) {
+  return HandshakeOn(ConnectTcp(victim, absl::Now() + absl::Seconds(10)), who, stream);
 }
 
 // A data-stream frame with any header the test chooses (it need not be consistent).

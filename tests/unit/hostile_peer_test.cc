@@ -4,7 +4,10 @@
 #include "tests/testing/hostile_peer.h"
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <thread>
@@ -12,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "tests/testing/raw_socket.h"
+#include "transports/tcp/cma.h"
 #include "transports/tcp/tcp_transport.h"
 
 namespace hmc {
@@ -229,6 +233,109 @@ TEST(HostilePeer, AFloodOfUnprovenConnectionsIsCappedAndTheGroupStillConnects) {
     capped = capped || absl::StrContains(r, "more than 1024 connections have not proven the token");
   }
   EXPECT_TRUE(capped);
+}
+
+// Forged offers to pull, from a peer in another process on this host (forked before any thread
+// starts; it joins over the victim's local socket). The victim reads only the process the kernel
+// says is at the other end, and only what that process registered for the message.
+class ForgedOffer : public testing::Test {
+ protected:
+  static constexpr uint64_t kBytes = 1 << 20;
+  static constexpr uint64_t kTag = 9;
+
+  // The child: reads the victim's local socket name from the pipe, joins as rank 1 and sends an
+  // offer to pull kTag, registered honestly or not; waits for the victim to close.
+  [[noreturn]] static void Child(int from_parent, bool honest, const uint8_t* secret) {
+    char name[256] = {};
+    const ssize_t n = read(from_parent, name, sizeof(name) - 1);
+    if (n <= 0) _exit(2);
+    absl::StatusOr<UniqueFd> fd = testing_util::HandshakeOn(
+        ConnectUnix(name, absl::Now() + absl::Seconds(10)), {kToken, "h", 1, 1, 1}, 0);
+    if (!fd.ok()) _exit(3);
+    // Registered for another address than the offer names, unless honest.
+    static uint8_t elsewhere[16];
+    std::unique_ptr<PullRegistration> registration =
+        RegisterPull(kTag, honest ? secret : elsewhere, kBytes);
+    PullOffer offer = OfferOf(*registration);
+    offer.address = reinterpret_cast<uint64_t>(secret);
+    const std::vector<uint8_t> payload = offer.Serialize();
+    FrameHeader h;
+    h.type = FrameType::kRendezvous;
+    h.flags = kFlagPayloadChecksum;
+    h.tag = kTag;
+    h.epoch = 1;
+    h.total_bytes = kBytes;
+    h.payload_bytes = payload.size();
+    h.payload_crc = Checksum(payload);
+    if (!WriteFully(fd->get(), testing_util::ForgedFrame(h, payload),
+                    absl::Now() + absl::Seconds(10))
+             .ok()) {
+      _exit(4);
+    }
+    // Until the victim closes (the socket is non-blocking: ReadFully waits, up to its deadline).
+    const absl::Time deadline = absl::Now() + absl::Seconds(20);
+    uint8_t sink[1];
+    while (ReadFully(fd->get(), sink, deadline).ok()) {
+    }
+    _exit(0);
+  }
+
+  // Forks the child, then runs the victim (rank 0) and returns its receive's outcome; `secret`
+  // is what this process holds at the address the offer names.
+  absl::Status Run(bool honest, std::vector<uint8_t>& into) {
+    static std::vector<uint8_t> secret(kBytes);     // Same address in the child.
+    std::fill(secret.begin(), secret.end(), 0x11);  // What the child will hold there.
+    int pipe_fds[2];
+    EXPECT_EQ(pipe(pipe_fds), 0);
+    const pid_t child = fork();
+    if (child == 0) Child(pipe_fds[0], honest, secret.data());
+    close(pipe_fds[0]);
+    // Written after the fork: only this process holds it.
+    std::fill(secret.begin(), secret.end(), 0x5e);
+    TcpTransportConfig config;
+    config.token = kToken;
+    config.world_id = "h";
+    config.limits.streams = 1;
+    config.limits.epoch = 1;
+    auto victim = TcpTransport::Create(config);
+    EXPECT_TRUE(victim.ok());
+    const std::string address = (*victim)->address();
+    const std::string name = address.substr(address.find(" local:") + 7);
+    EXPECT_EQ(write(pipe_fds[1], name.data(), name.size()), static_cast<ssize_t>(name.size()));
+    close(pipe_fds[1]);
+    auto channels = (*victim)->ConnectAll(0, {{0, address, "rank 0"}, {1, "127.0.0.1:1", "rank 1"}},
+                                          absl::Now() + absl::Seconds(20));
+    EXPECT_TRUE(channels.ok()) << channels.status();
+    absl::Status outcome = absl::UnknownError("not connected");
+    if (channels.ok()) {
+      outcome = (*channels)[1]
+                    ->Recv(kTag, into.data(), into.size())
+                    ->Wait(absl::Now() + absl::Seconds(20));
+    }
+    victim->reset();
+    int status = 0;
+    EXPECT_EQ(waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+    return outcome;
+  }
+};
+
+TEST_F(ForgedOffer, AnOfferForMemoryItsSenderDidNotRegisterFailsTheChannel) {
+  std::vector<uint8_t> into(kBytes, 0);
+  const absl::Status outcome = Run(/*honest=*/false, into);
+  ASSERT_FALSE(outcome.ok());
+  EXPECT_TRUE(absl::StrContains(outcome.message(), "rank 1: its offer to pull tag 0x9")) << outcome;
+  EXPECT_TRUE(absl::StrContains(outcome.message(), "does not match what its process")) << outcome;
+  EXPECT_EQ(std::count(into.begin(), into.end(), 0), static_cast<long>(kBytes));  // Untouched.
+}
+
+// An offer can name only its sender's memory: the victim copies the child's bytes at that
+// address (what the child could have sent anyway), never its own or a third process's.
+TEST_F(ForgedOffer, APullReadsThePeerProcessThatTheKernelNames) {
+  std::vector<uint8_t> into(kBytes, 0);
+  const absl::Status outcome = Run(/*honest=*/true, into);
+  ASSERT_TRUE(outcome.ok()) << outcome;
+  EXPECT_EQ(std::count(into.begin(), into.end(), 0x11), static_cast<long>(kBytes));
 }
 
 }  // namespace

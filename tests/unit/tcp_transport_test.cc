@@ -204,19 +204,38 @@ TEST(TcpTransport, RefusedPullFallsBackToStreaming) {
   EXPECT_EQ(channels[1][0]->stats().bytes_received, 2u << 20);
 }
 
-TEST(CrossMemoryAttach, PullsFromThisProcessAndChecksIdentity) {
+// Pulls read only what the process at the other end of the socket (SO_PEERCRED) registered for
+// that message; anything else in an offer is forged (DataLoss), and a process this one may not
+// read makes the sender stream instead (FailedPrecondition).
+TEST(CrossMemoryAttach, PullsOnlyWhatThePeerProcessRegisteredForTheMessage) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  UniqueFd a(pair[0]), b(pair[1]);
+  absl::StatusOr<PeerProcess> peer = PeerProcessOf(a.get());
+  ASSERT_TRUE(peer.ok()) << peer.status();
+  EXPECT_EQ(peer->pid, getpid());
   std::vector<uint8_t> data = Pattern(300000, 5), got(300000);
-  RemoteBuffer self = DescribeLocalBuffer(data.data());
-  EXPECT_TRUE(IsSameProcess(self));
-  ASSERT_TRUE(PullRemote(self, got.data(), got.size()).ok());
+  std::unique_ptr<PullRegistration> registration = RegisterPull(7, data.data(), data.size());
+  const PullOffer offer = OfferOf(*registration);
+  ASSERT_TRUE(PullOffered(*peer, 7, offer, got.data()).ok());
   EXPECT_EQ(got, data);
-  RemoteBuffer impostor = self;
-  impostor.identity[0] ^= 1;  // Another process at this pid would hold other bytes there.
-  EXPECT_FALSE(IsSameProcess(impostor));
-  RemoteBuffer gone = self;
-  gone.pid = 0x7ffffff0;  // No such process.
-  EXPECT_FALSE(IsSameProcess(gone));
-  EXPECT_FALSE(PullRemote(gone, got.data(), 16).ok());
+  auto forged = [&](uint64_t tag, PullOffer o) { return PullOffered(*peer, tag, o, got.data()); };
+  EXPECT_TRUE(absl::IsDataLoss(forged(8, offer)));  // Another message's.
+  PullOffer elsewhere = offer;
+  elsewhere.address += 4096;
+  EXPECT_TRUE(absl::IsDataLoss(forged(7, elsewhere)));
+  PullOffer longer = offer;
+  longer.bytes += 1;
+  EXPECT_TRUE(absl::IsDataLoss(forged(7, longer)));
+  PullOffer impostor = offer;  // Another process at a reused pid holds another identity.
+  impostor.identity[0] ^= 1;
+  EXPECT_TRUE(absl::IsDataLoss(forged(7, impostor)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      PullOffered(PeerProcess{peer->pid, peer->uid + 1}, 7, offer, got.data())));
+  EXPECT_TRUE(
+      absl::IsFailedPrecondition(PullOffered(PeerProcess{0, peer->uid}, 7, offer, got.data())));
+  EXPECT_TRUE(absl::IsFailedPrecondition(
+      PullOffered(PeerProcess{0x7ffffff0, peer->uid}, 7, offer, got.data())));
 }
 
 // Messages that arrive before their receives are buffered only up to max_unexpected_bytes; past

@@ -1,5 +1,6 @@
 #include "transports/tcp/cma.h"
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -13,64 +14,99 @@
 namespace hmc {
 namespace {
 
-constexpr size_t kIdentityBytes = 16;
-
-// This process's identity: random, fixed for its lifetime, readable by peers at its address.
+// This process's identity: random, fixed for its lifetime.
 const std::string& ProcessIdentity() {
-  static const std::string* identity = new std::string(RandomNonce().substr(0, kIdentityBytes));
+  static const std::string* identity =
+      new std::string(RandomNonce().substr(0, sizeof(PullRegistration::identity)));
   return *identity;
 }
 
-}  // namespace
-
-std::vector<uint8_t> RemoteBuffer::Serialize() const {
-  WireWriter w;
-  w.Put<uint32_t>(pid);
-  w.Put<uint64_t>(address);
-  w.Put<uint64_t>(identity_address);
-  w.PutString(identity);
-  return w.bytes();
-}
-
-absl::StatusOr<RemoteBuffer> RemoteBuffer::Parse(std::span<const uint8_t> bytes) {
-  WireReader r(bytes);
-  RemoteBuffer b;
-  b.pid = r.Get<uint32_t>();
-  b.address = r.Get<uint64_t>();
-  b.identity_address = r.Get<uint64_t>();
-  b.identity = r.GetString();
-  if (!r.done() || b.identity.size() != kIdentityBytes) {
-    return absl::DataLossError("malformed rendezvous");
-  }
-  return b;
-}
-
-RemoteBuffer DescribeLocalBuffer(const void* data) {
-  const std::string& identity = ProcessIdentity();
-  return RemoteBuffer{static_cast<uint32_t>(getpid()), reinterpret_cast<uint64_t>(data),
-                      reinterpret_cast<uint64_t>(identity.data()), identity};
-}
-
-bool IsSameProcess(const RemoteBuffer& remote) {
-  char seen[kIdentityBytes];
-  return PullRemote(RemoteBuffer{remote.pid, remote.identity_address, 0, ""}, seen, kIdentityBytes)
-             .ok() &&
-         std::memcmp(seen, remote.identity.data(), kIdentityBytes) == 0;
-}
-
-absl::Status PullRemote(const RemoteBuffer& remote, void* dest, uint64_t bytes) {
+absl::Status ReadFrom(pid_t pid, uint64_t address, void* dest, uint64_t bytes) {
   uint64_t done = 0;
   while (done < bytes) {
     iovec local{static_cast<uint8_t*>(dest) + done, bytes - done};
-    iovec from{reinterpret_cast<void*>(remote.address + done), bytes - done};
-    const ssize_t n = process_vm_readv(static_cast<pid_t>(remote.pid), &local, 1, &from, 1, 0);
+    iovec from{reinterpret_cast<void*>(address + done), bytes - done};
+    const ssize_t n = process_vm_readv(pid, &local, 1, &from, 1, 0);
     if (n <= 0) {
-      return absl::UnavailableError(absl::StrFormat("process_vm_readv from pid %d: %s", remote.pid,
-                                                    n < 0 ? std::strerror(errno) : "no progress"));
+      return absl::FailedPreconditionError(absl::StrFormat(
+          "process_vm_readv from pid %d: %s", pid, n < 0 ? std::strerror(errno) : "no progress"));
     }
     done += static_cast<uint64_t>(n);
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+std::vector<uint8_t> PullOffer::Serialize() const {
+  WireWriter w;
+  w.Put<uint64_t>(address);
+  w.Put<uint64_t>(bytes);
+  w.Put<uint64_t>(registration);
+  w.PutString(identity);
+  return w.bytes();
+}
+
+absl::StatusOr<PullOffer> PullOffer::Parse(std::span<const uint8_t> bytes) {
+  WireReader r(bytes);
+  PullOffer o;
+  o.address = r.Get<uint64_t>();
+  o.bytes = r.Get<uint64_t>();
+  o.registration = r.Get<uint64_t>();
+  o.identity = r.GetString();
+  if (!r.done() || o.identity.size() != sizeof(PullRegistration::identity)) {
+    return absl::DataLossError("malformed offer to pull");
+  }
+  return o;
+}
+
+std::unique_ptr<PullRegistration> RegisterPull(uint64_t tag, const void* data, uint64_t bytes) {
+  auto r = std::make_unique<PullRegistration>();
+  std::memcpy(r->identity, ProcessIdentity().data(), sizeof(r->identity));
+  r->tag = tag;
+  r->address = reinterpret_cast<uint64_t>(data);
+  r->bytes = bytes;
+  return r;
+}
+
+PullOffer OfferOf(const PullRegistration& registration) {
+  return PullOffer{registration.address, registration.bytes,
+                   reinterpret_cast<uint64_t>(&registration),
+                   std::string(registration.identity, sizeof(registration.identity))};
+}
+
+absl::StatusOr<PeerProcess> PeerProcessOf(int unix_fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(unix_fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat("SO_PEERCRED: %s", std::strerror(errno)));
+  }
+  return PeerProcess{cred.pid, cred.uid};
+}
+
+absl::Status PullOffered(const PeerProcess& peer, uint64_t tag, const PullOffer& offer,
+                         void* dest) {
+  if (peer.pid <= 0) {
+    return absl::FailedPreconditionError("the peer's process is not visible from here");
+  }
+  if (peer.uid != geteuid()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("the peer runs as uid %d, this process as %d", peer.uid, geteuid()));
+  }
+  PullRegistration registered;
+  if (absl::Status s = ReadFrom(peer.pid, offer.registration, &registered, sizeof(registered));
+      !s.ok()) {
+    return s;
+  }
+  if (std::memcmp(registered.identity, offer.identity.data(), sizeof(registered.identity)) != 0 ||
+      registered.tag != tag || registered.address != offer.address ||
+      registered.bytes != offer.bytes) {
+    return absl::DataLossError(absl::StrFormat(
+        "its offer to pull tag %#x (%d bytes at %#x) does not match what its process (pid %d) "
+        "registered",
+        tag, offer.bytes, offer.address, peer.pid));
+  }
+  return ReadFrom(peer.pid, offer.address, dest, offer.bytes);
 }
 
 }  // namespace hmc

@@ -198,6 +198,16 @@ absl::Status TcpChannel::CanAttach(int index) const {
 absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
   if (absl::Status can = CanAttach(index); !can.ok()) return can;
   Stream& s = *streams_[index];
+  if (local) {
+    // Pulls read the process the kernel says is at the other end; streams that disagree on it
+    // (they cannot, unless a peer forwards them) turn pulls off.
+    absl::StatusOr<PeerProcess> peer = PeerProcessOf(fd.get());
+    if (!peer.ok() || (peer_process_.has_value() && peer_process_->pid != peer->pid)) {
+      peer_process_unknown_ = true;
+    } else {
+      peer_process_ = *peer;
+    }
+  }
   s.fd = std::move(fd);
   if (local) local_streams_.fetch_add(1);
   s.local = local;
@@ -226,8 +236,8 @@ void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, Reque
       bytes >= limits_.pull_min_bytes) {
     auto op = std::make_shared<SendOp>();
     op->request = std::move(request);
-    pull_sends_[tag] = PullSend{op, data, bytes};
-    SendControl(FrameType::kRendezvous, tag, bytes, DescribeLocalBuffer(data).Serialize());
+    PullSend& send = pull_sends_[tag] = PullSend{op, data, bytes, RegisterPull(tag, data, bytes)};
+    SendControl(FrameType::kRendezvous, tag, bytes, OfferOf(*send.registration).Serialize());
     return;
   }
   SendStreamed(tag, data, bytes, std::move(request));
@@ -344,16 +354,28 @@ void TcpChannel::SendControl(FrameType type, uint64_t tag, uint64_t total_bytes,
 
 void TcpChannel::Pull(uint64_t tag, const std::vector<uint8_t>& description) {
   Incoming& in = *incoming_[tag];
-  absl::StatusOr<RemoteBuffer> remote = RemoteBuffer::Parse(description);
-  if (!remote.ok()) {
-    Fail(Error(remote.status().message()), /*notify=*/true);
+  absl::StatusOr<PullOffer> offer = PullOffer::Parse(description);
+  if (!offer.ok()) {
+    Fail(Error(offer.status().message()), /*notify=*/true);
+    return;
+  }
+  if (offer->bytes != in.total) {  // The receive's buffer holds in.total bytes, no more.
+    Fail(Error(absl::StrFormat("its offer to pull tag %#x names %d bytes, its frame %d", tag,
+                               offer->bytes, in.total)),
+         /*notify=*/true);
     return;
   }
   // This side may refuse pulls (pull_min_bytes == 0); then the sender streams the message.
-  if (peer_verified_ == 0 && limits_.pull_min_bytes > 0) {
-    peer_verified_ = IsSameProcess(*remote) ? 1 : -1;
+  absl::Status outcome = limits_.pull_min_bytes == 0
+                             ? absl::FailedPreconditionError("pulls are off")
+                         : !peer_process_.has_value() || peer_process_unknown_
+                             ? absl::FailedPreconditionError("the peer's process is not known")
+                             : PullOffered(*peer_process_, tag, *offer, in.user);
+  if (absl::IsDataLoss(outcome)) {  // Forged: a peer that means no harm never sends one.
+    Fail(Error(outcome.message()), /*notify=*/true);
+    return;
   }
-  const bool pulled = peer_verified_ == 1 && PullRemote(*remote, in.user, in.total).ok();
+  const bool pulled = outcome.ok();
   if (pulled) {
     bytes_received_.fetch_add(in.total, std::memory_order_relaxed);
     in.stripes = 1;
@@ -723,7 +745,7 @@ void TcpChannel::OnControlFrame(Stream& s) {
              /*notify=*/true);
         return;
       }
-      PullSend send = it->second;
+      PullSend send = std::move(it->second);
       pull_sends_.erase(it);
       if (s.control[0] == kRendezvousDropped) {
         send.op->request->Complete(

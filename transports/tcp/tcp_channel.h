@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "core/frame.h"
 #include "core/mutex.h"
 #include "core/socket.h"
+#include "transports/tcp/cma.h"
 #include "transports/transport.h"
 
 namespace hmc {
@@ -147,6 +149,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
     std::shared_ptr<SendOp> op;
     const uint8_t* data;
     uint64_t bytes;
+    std::unique_ptr<PullRegistration> registration;  // Read by the peer until it answers.
   };
   std::map<uint64_t, PullSend> pull_sends_;
   std::map<uint64_t, std::pair<uint64_t, std::vector<uint8_t>>>
@@ -156,8 +159,11 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   std::atomic<int> active_streams_;
   std::atomic<uint64_t> stripe_min_bytes_;
   std::atomic<uint64_t> pacing_bytes_per_s_{0};  // 0: unpaced.
-  bool pull_refused_ = false;   // The peer could not read this process's memory once.
-  int peer_verified_ = 0;       // 1: the peer's pid is the process it claims; -1: it is not.
+  bool pull_refused_ = false;  // The peer could not read this process's memory once.
+  // The process at the other end of the local streams (SO_PEERCRED): what pulls read. Unknown
+  // when the kernel did not say, or when streams disagree.
+  std::optional<PeerProcess> peer_process_;
+  bool peer_process_unknown_ = false;
   uint64_t discard_floor_ = 0;  // Tags below it are abandoned (DiscardTagsBelow).
   absl::Status discard_why_;
   std::vector<uint8_t> discard_sink_;  // Where dropped payloads are read to.
