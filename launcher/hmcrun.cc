@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -55,7 +56,9 @@ coordinator, and prefixes every output line with [rank zone host].
                                ranks, or --max-total-restarts.
   --coordinator HOST:PORT      Join a running coordinator instead of hosting one.
   --coordinator-bind HOST:PORT Where the hosted coordinator listens (default: chosen, see README).
-  --token TOKEN                Shared secret (default: $HMC_TOKEN, else a random one).
+  --token TOKEN                Shared secret (default: $HMC_TOKEN, else a random one). Prefer
+                               HMC_TOKEN: a command line is visible to every user until hmcrun
+                               blanks it, a moment after it starts.
   --timeout DURATION           Kill every rank after this long (default 24h), exit 124.
   --remote-path PATH           The program's path on ssh hosts (default: the same path).
   -x NAME[=VALUE]              Pass an environment variable to every rank.
@@ -106,6 +109,13 @@ const std::map<std::string, ValueFlag>& ValueFlags() {
       {"remote-path", Store(&LaunchArgs::remote_path)},
       {"x",
        [](LaunchArgs& a, const std::string& v) {
+         // The name reaches a remote shell (ssh ranks): only a variable name may be one.
+         const std::string name = v.substr(0, v.find('='));
+         if (!IsVariableName(name)) {
+           return absl::InvalidArgumentError(absl::StrFormat(
+               "-x %s: '%s' is not an environment variable name ([A-Za-z_][A-Za-z0-9_]*)", v,
+               name));
+         }
          if (absl::StrContains(v, '=')) {
            a.extra_env.push_back(v);
          } else if (const char* inherited = std::getenv(v.c_str()); inherited != nullptr) {
@@ -197,11 +207,18 @@ absl::Status ParseArgs(int argc, char** argv, LaunchArgs& args, Options& options
       option_flags.push_back(absl::StrCat("--", name, "=", *value));
       continue;
     }
+    const bool inline_value = value.has_value();
     if (!value.has_value()) {
       if (i + 1 >= argc) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a value"));
       value = argv[++i];
     }
     if (absl::Status s = setter->second(args, *value); !s.ok()) return s;
+    if (name == "token") {
+      // Out of this process's command line (/proc/PID/cmdline, ps) from now on; HMC_TOKEN never
+      // shows there at all.
+      char* text = inline_value ? std::strchr(argv[i], '=') + 1 : argv[i];
+      std::memset(text, '*', std::strlen(text));
+    }
   }
   for (; i < argc; ++i) args.program.push_back(argv[i]);
   if (args.program.empty()) return absl::InvalidArgumentError("no program given (see --help)");

@@ -39,34 +39,10 @@ absl::Status LineError(const std::string& where, absl::string_view what) {
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", what));
 }
 
-// Splits on blanks, keeping "double" or 'single' quoted stretches together (quotes removed).
 absl::StatusOr<std::vector<std::string>> Tokens(absl::string_view line, const std::string& where) {
-  std::vector<std::string> tokens;
-  std::string current;
-  bool in_token = false;
-  char quote = 0;
-  for (char c : line) {
-    if (quote != 0) {
-      if (c == quote) {
-        quote = 0;
-      } else {
-        current += c;
-      }
-    } else if (c == '"' || c == '\'') {
-      quote = c;
-      in_token = true;
-    } else if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
-      if (in_token) tokens.push_back(std::move(current));
-      current.clear();
-      in_token = false;
-    } else {
-      current += c;
-      in_token = true;
-    }
-  }
-  if (quote != 0) return LineError(where, absl::StrFormat("expected a closing %c", quote));
-  if (in_token) tokens.push_back(std::move(current));
-  return tokens;
+  absl::StatusOr<std::vector<std::string>> words = SplitShellWords(line);
+  if (!words.ok()) return LineError(where, std::string(words.status().message()));
+  return words;
 }
 
 // Drops a comment: a line starting with # or ;, or " #" or " ;" after content.
@@ -273,6 +249,17 @@ class Parser {
                                                      "netns=NAME",
                                                      name));
     }
+    if (host.address.empty() || host.address[0] == '-') {
+      return LineError(record.where, absl::StrFormat("host %s: address '%s' is not a host name",
+                                                     name, host.address));
+    }
+    if (auto args = vars.find("ansible_ssh_common_args"); args != vars.end()) {
+      if (absl::StatusOr<std::vector<std::string>> words = SplitShellWords(args->second.text);
+          !words.ok()) {
+        return LineError(args->second.where, absl::StrFormat("host %s: ansible_ssh_common_args: %s",
+                                                             name, words.status().message()));
+      }
+    }
     for (const auto& [key, value] : vars) host.vars[key] = value.text;
     return host;
   }
@@ -290,6 +277,49 @@ int Inventory::slots() const {
   int total = 0;
   for (const InventoryHost& h : hosts) total += h.slots;
   return total;
+}
+
+absl::StatusOr<std::vector<std::string>> SplitShellWords(absl::string_view text) {
+  std::vector<std::string> words;
+  std::string current;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quote == '\'') {
+      if (c == '\'') {
+        quote = 0;
+      } else {
+        current += c;
+      }
+    } else if (c == '\\' && (quote == 0 || (i + 1 < text.size() &&
+                                            absl::string_view("\"\\$`").find(text[i + 1]) !=
+                                                absl::string_view::npos))) {
+      if (++i == text.size()) return absl::InvalidArgumentError("nothing after a backslash");
+      current += text[i];
+      in_word = true;
+    } else if (quote == '"') {
+      if (c == '"') {
+        quote = 0;
+      } else {
+        current += c;
+      }
+    } else if (c == '"' || c == '\'') {
+      quote = c;
+      in_word = true;
+    } else if (absl::ascii_isspace(static_cast<unsigned char>(c))) {
+      if (in_word) words.push_back(std::move(current));
+      current.clear();
+      in_word = false;
+    } else {
+      current += c;
+      in_word = true;
+    }
+  }
+  if (quote != 0)
+    return absl::InvalidArgumentError(absl::StrFormat("expected a closing %c", quote));
+  if (in_word) words.push_back(std::move(current));
+  return words;
 }
 
 absl::StatusOr<Inventory> ParseInventory(absl::string_view text, absl::string_view source) {

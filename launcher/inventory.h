@@ -40,6 +40,11 @@ struct Inventory {
 // local for localhost/127.x/::1 and ssh for anything else. A malformed line is refused as
 // "SOURCE:LINE: what was expected".
 absl::StatusOr<Inventory> ParseInventory(absl::string_view text, absl::string_view source);
+
+// Splits text into words as a POSIX shell (and Ansible's shlex) does: blanks separate words,
+// 'single' quotes keep everything, "double" quotes keep everything but \" \\ \$ \`, and a backslash
+// outside quotes keeps the next character. Used for inventory lines and ansible_ssh_common_args.
+absl::StatusOr<std::vector<std::string>> SplitShellWords(absl::string_view text);
 absl::StatusOr<Inventory> LoadInventory(const std::string& path);
 
 // The inventory hmcrun uses without -hosts: examples/inventory.local, built in.

@@ -1,8 +1,10 @@
 #include "launcher/rank_command.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -94,6 +96,13 @@ std::string RemoteScript(const std::vector<std::string>& program,
 
 }  // namespace
 
+bool IsVariableName(absl::string_view name) {
+  if (name.empty() || absl::ascii_isdigit(static_cast<unsigned char>(name[0]))) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
 RankCommand BuildRankCommand(const InventoryHost& host, const std::vector<std::string>& program,
                              const std::vector<std::string>& env, const RemoteSettings& remote) {
   RankCommand command;
@@ -115,10 +124,12 @@ RankCommand BuildRankCommand(const InventoryHost& host, const std::vector<std::s
         command.argv.insert(command.argv.end(), {"-i", key->second});
       }
       if (auto args = host.vars.find("ansible_ssh_common_args"); args != host.vars.end()) {
-        for (absl::string_view a : absl::StrSplit(args->second, ' ', absl::SkipWhitespace())) {
-          command.argv.emplace_back(a);
-        }
+        // Shell words, as Ansible splits them (a quoted ProxyCommand stays one argument); the
+        // inventory parser refused any that do not split.
+        absl::StatusOr<std::vector<std::string>> words = SplitShellWords(args->second);
+        if (words.ok()) command.argv.insert(command.argv.end(), words->begin(), words->end());
       }
+      command.argv.push_back("--");  // Whatever the address is, ssh takes it as the host.
       command.argv.push_back(host.address);
       const auto [exported, token] = SplitToken(env);
       command.argv.push_back(RemoteScript(program, exported, !token.empty(), remote));

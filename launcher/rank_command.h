@@ -51,6 +51,10 @@ RankCommand BuildRankCommand(const InventoryHost& host, const std::vector<std::s
 // 'text' quoted for a POSIX shell.
 std::string ShellQuote(absl::string_view text);
 
+// Whether `name` may name an environment variable in a shell assignment ([A-Za-z_][A-Za-z0-9_]*):
+// -x names travel into the ssh ranks' remote script, where anything else would be code.
+bool IsVariableName(absl::string_view name);
+
 }  // namespace hmc
 
 #endif  // HMC_LAUNCHER_RANK_COMMAND_H_

@@ -21,6 +21,7 @@ namespace hmc {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 using testing_util::Outcome;
 using testing_util::ReadFile;
@@ -239,6 +240,19 @@ TEST(Hmcrun, AnUnreachableSshHostIsReportedWithItsRank) {
   EXPECT_EQ(run.code, 255) << run.output;
   EXPECT_THAT(run.output, HasSubstr("[0 x h] ssh: connect to host 127.0.0.1 port 1"));
   EXPECT_THAT(run.output, HasSubstr("rank 0 (h, " + inventory + ":2) exited with status 255"));
+}
+
+// -x names travel into the ssh ranks' remote shell, so anything but a variable name is refused;
+// --token is blanked from hmcrun's own command line once parsed (ps, /proc/PID/cmdline).
+TEST(Hmcrun, RefusesAnExportThatIsNoNameAndHidesTheTokenFromItsCommandLine) {
+  Outcome bad = Hmcrun({"-x", "A;touch /tmp/hmc-x;B=1", "/bin/true"});
+  EXPECT_NE(bad.code, 0);
+  EXPECT_THAT(bad.output, HasSubstr("'A;touch /tmp/hmc-x;B' is not an environment variable name"));
+  Outcome run = Hmcrun({"-np", "1", "--token", "sekrit-value", "/bin/sh", "-c",
+                        "tr '\\0' ' ' < /proc/$PPID/cmdline; echo"});
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("--token ************ /bin/sh"));
+  EXPECT_THAT(run.output, Not(HasSubstr("sekrit")));
 }
 
 TEST(Hmcrun, DryRunPrintsEachCommandWithoutTheToken) {

@@ -171,11 +171,35 @@ TEST(PlaceCoordinator, ListensOnlyOnTheInterfaceThatReachesRemoteRanks) {
   EXPECT_EQ(PlaceCoordinator(*here, "")->bind, "127.0.0.1:0");
 }
 
+// Ansible splits ansible_ssh_common_args (and inventory lines) into shell words (shlex); it used
+// to be split on spaces, which broke a quoted ProxyCommand into pieces.
+TEST(SplitShellWords, QuotesAndBackslashesAsAShellDoes) {
+  EXPECT_THAT(*SplitShellWords("  a 'b c'  \"d \\\" e\" f\\ g h'i'j \"\""),
+              ElementsAre("a", "b c", "d \" e", "f g", "hij", ""));
+  EXPECT_THAT(*SplitShellWords("'it''s' \"a\\b\" 'x\\y'"), ElementsAre("its", "a\\b", "x\\y"));
+  EXPECT_THAT(SplitShellWords("'open").status().message(), HasSubstr("expected a closing '"));
+  EXPECT_THAT(SplitShellWords("end\\").status().message(), HasSubstr("nothing after a backslash"));
+  EXPECT_THAT(ParseInventory("h ansible_host=10.0.0.1 ansible_ssh_common_args='-o \"x'\n", "inv")
+                  .status()
+                  .message(),
+              HasSubstr("inv:1: host h: ansible_ssh_common_args: expected a closing \""));
+  EXPECT_THAT(ParseInventory("h ansible_host=-oProxyCommand=x\n", "inv").status().message(),
+              HasSubstr("address '-oProxyCommand=x' is not a host name"));
+}
+
+TEST(RankCommand, OnlyVariableNamesAreNames) {
+  for (const char* good : {"A", "_x", "HMC_TOKEN", "a1_b2"}) EXPECT_TRUE(IsVariableName(good));
+  for (const char* bad : {"", "1A", "A;touch /tmp/x;B", "A B", "A-B", "$(x)"}) {
+    EXPECT_FALSE(IsVariableName(bad)) << bad;
+  }
+}
+
 TEST(RankCommand, EachConnectionBuildsItsCommand) {
   const Inventory inv = Parse(
       "l ansible_host=127.0.0.1\nn netns=hmcw-eu-0\n"
       "s ansible_host=10.9.9.9 ansible_user=me ansible_port=2200 "
-      "ansible_ssh_private_key_file=/k ansible_ssh_common_args=\"-o A=b\"\n");
+      "ansible_ssh_private_key_file=/k ansible_ssh_common_args='-o A=b "
+      "-o ProxyCommand=\"ssh -W %h:%p -q bastion\"'\n");
   const std::vector<std::string> program = {"/bin/prog", "it's"};
   const std::vector<std::string> env = {"HMC_RANK=1", "HMC_TOKEN=s3cret", "X=a b"};
   RankCommand local = BuildRankCommand(inv.hosts[0], program, env, {});
@@ -187,7 +211,8 @@ TEST(RankCommand, EachConnectionBuildsItsCommand) {
   RankCommand ssh = BuildRankCommand(inv.hosts[2], program, env, {.working_dir = "/w"});
   EXPECT_THAT(ssh.argv,
               ElementsAre("ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=30", "-p", "2200",
-                          "-l", "me", "-i", "/k", "-o", "A=b", "10.9.9.9",
+                          "-l", "me", "-i", "/k", "-o", "A=b", "-o",
+                          "ProxyCommand=ssh -W %h:%p -q bastion", "--", "10.9.9.9",
                           ::testing::StartsWith("cd '/w' 2>/dev/null; export HMC_RANK='1' "
                                                 "X='a b'; exec 3<&0; IFS= read -r HMC_TOKEN <&3; "
                                                 "export HMC_TOKEN; '/bin/prog' 'it'\\''s'")));
