@@ -36,6 +36,7 @@ Communicator::Communicator(int id, std::vector<std::shared_ptr<Channel>> channel
                            const PeerTable& table, const Options& options, LinkProbeRecord probe)
     : id_(id), options_(options) {
   pool_ = std::make_unique<WorkerPool>(static_cast<int>(options.workers));
+  callbacks_ = std::make_shared<WorkerPool>(1);
   MutexLock lock(&mu_);
   world_channels_ = std::move(channels);
   world_channels_.resize(std::max(world_channels_.size(), table.peers.size()));
@@ -616,9 +617,10 @@ std::shared_ptr<Work> Communicator::PointToPoint(const Buffer& buffer, int peer,
                             : channel.Recv(tag, buffer.data, buffer.bytes());
   (send ? report.bytes_sent : report.bytes_received) = buffer.bytes();
   const absl::Time start = absl::Now();
-  request->Then([work, report, start](const absl::Status& status) mutable {
+  // Runs on the progress thread: hands the completion, and the user's callbacks, to another.
+  request->Then([callbacks = callbacks_, work, report, start](const absl::Status& status) mutable {
     report.data_time = absl::Now() - start;
-    work->Complete(status, report);
+    work->Complete(status, report, callbacks.get());
   });
   return work;
 }

@@ -132,8 +132,9 @@ class Communicator {
   // Point to point, not collective: the n-th Send to a peer (a dense rank) matches that peer's
   // n-th Recv from this rank within an epoch (MPI's ordering rule). Lengths must match: a mismatch
   // fails the link to that peer, naming both lengths. They are posted to the transport at once and
-  // complete without a worker; Wait() without a deadline gives up at the `timeout` option (and
-  // then the communicator is unusable: the peer is out of step).
+  // complete without a worker; their OnDone callbacks run on a thread of their own (they may
+  // block, delaying only later callbacks). Wait() without a deadline gives up at the `timeout`
+  // option (and then the communicator is unusable: the peer is out of step).
   std::shared_ptr<Work> Send(const Buffer& buffer, int peer);
   std::shared_ptr<Work> Recv(const Buffer& buffer, int peer);
 
@@ -254,6 +255,10 @@ class Communicator {
   std::unique_ptr<Transport> transport_;
   ScratchPool scratch_;
   std::unique_ptr<WorkerPool> pool_;
+  // Where the OnDone callbacks of point-to-point calls (and so libtorch continuations) run: they
+  // may block without stalling the transport's progress thread, which completes those calls.
+  // Shared with the completion handlers, which can outlive this communicator.
+  std::shared_ptr<WorkerPool> callbacks_;
   std::thread membership_thread_;
   absl::Time setup_deadline_ = absl::InfiniteFuture();  // Create's, while it probes.
 

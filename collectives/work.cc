@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "collectives/worker_pool.h"
 
 namespace hmc {
 
@@ -47,7 +48,7 @@ void Work::OnDone(std::function<void(const absl::Status&)> callback) {
   callback(status);
 }
 
-void Work::Complete(absl::Status status, CollectiveReport report) {
+void Work::Complete(absl::Status status, CollectiveReport report, WorkerPool* callbacks_on) {
   std::vector<std::function<void(const absl::Status&)>> callbacks;
   {
     MutexLock lock(&mu_);
@@ -57,6 +58,12 @@ void Work::Complete(absl::Status status, CollectiveReport report) {
     callbacks.swap(callbacks_);
   }
   completion_.Complete(status);
+  if (callbacks_on != nullptr && !callbacks.empty()) {
+    callbacks_on->Submit([callbacks = std::move(callbacks), status] {
+      for (auto& callback : callbacks) callback(status);
+    });
+    return;
+  }
   for (auto& callback : callbacks) callback(status);
 }
 

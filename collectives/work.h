@@ -36,6 +36,8 @@ struct CollectiveReport {
 };
 
 // An asynchronous collective. The communicator completes it once; any thread may wait.
+class WorkerPool;
+
 class Work {
  public:
   // `limit`: what Wait() without a deadline waits for at most, past the call's own deadline;
@@ -49,13 +51,16 @@ class Work {
   bool done() const;
   // Valid once done.
   CollectiveReport report() const;
-  // Runs `callback` with the outcome once done: on the thread that completes the collective, or
-  // at once on this thread if it is already done. Keep it short (it delays that worker); it may
-  // call report() but not start collectives and wait for them. What libtorch's futures and the
-  // DDP helper build on.
+  // Runs `callback` with the outcome once done: for a collective on the worker that completes
+  // it, for a point-to-point call on the communicator's callback thread (never the transport's),
+  // or at once on this thread if it is already done. Keep it short (it delays that thread); it
+  // may call report() but not start collectives and wait for them. What libtorch's futures and
+  // the DDP helper build on.
   void OnDone(std::function<void(const absl::Status&)> callback);
 
-  void Complete(absl::Status status, CollectiveReport report);
+  // Callbacks run on `callbacks` when given (so that what completes the work, a transport's
+  // progress thread, never runs user code), else on this thread.
+  void Complete(absl::Status status, CollectiveReport report, WorkerPool* callbacks = nullptr);
 
  private:
   Request completion_;  // The outcome; the report is set just before it completes.
