@@ -372,9 +372,7 @@ absl::Status Coordinator::Handle(Connection& c, const Frame& frame) {
 absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
   absl::StatusOr<JoinRequest> join = JoinRequest::Parse(frame.payload);
   if (!join.ok()) return join.status();
-  const std::string expected = ComputeProof(
-      config_.token, kJoinLabel, {join->world_id, c.nonce, join->nonce, absl::StrCat(join->rank)});
-  if (!ProofsEqual(expected, join->proof)) {
+  if (!ProofsEqual(join->proof, join->Proof(config_.token, c.nonce))) {
     return absl::PermissionDeniedError("authentication failed: wrong token");
   }
   c.parser.set_max_payload_bytes(kMaxControlPayloadBytes);  // Proven: full-size frames from now.
@@ -446,8 +444,8 @@ void Coordinator::Admit(Connection& c, int rank, const JoinRequest& join) {
   c.rank = rank;
   c.heartbeat_timeout = HeartbeatTimeout(config_.heartbeat_timeout, absl::Now() - c.challenged);
   ++joined_;
-  Welcome welcome{rank, ids_given(),
-                  ComputeProof(config_.token, kWelcomeLabel, {join.nonce, c.nonce})};
+  Welcome welcome{rank, ids_given(), ""};
+  welcome.proof = welcome.Proof(config_.token, join.nonce, c.nonce);
   Send(c, FrameType::kWelcome, welcome.Serialize());
 }
 

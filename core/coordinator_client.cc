@@ -96,10 +96,9 @@ absl::StatusOr<Welcome> CoordinatorClient::Handshake(int fd, const std::string& 
   join.zone = options_.zone;
   join.hostname = host;
   join.nonce = RandomNonce();
-  join.proof = ComputeProof(options_.token, kJoinLabel,
-                            {join.world_id, server_nonce, join.nonce, absl::StrCat(join.rank)});
   join.epoch = epoch;
   join.members = members;
+  join.proof = join.Proof(options_.token, server_nonce);
   if (absl::Status s = WriteControlFrame(fd, FrameType::kJoin, join.Serialize(), deadline);
       !s.ok()) {
     return absl::UnavailableError(
@@ -129,8 +128,7 @@ absl::StatusOr<Welcome> CoordinatorClient::Handshake(int fd, const std::string& 
   }
   absl::StatusOr<Welcome> welcome = Welcome::Parse(reply->payload);
   if (!welcome.ok()) return welcome.status();
-  if (!ProofsEqual(welcome->proof,
-                   ComputeProof(options_.token, kWelcomeLabel, {join.nonce, server_nonce}))) {
+  if (!ProofsEqual(welcome->proof, welcome->Proof(options_.token, join.nonce, server_nonce))) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "coordinator %s failed to prove the token: wrong token or not an hmc coordinator",
         coordinator_));

@@ -1,6 +1,7 @@
 #include "core/coordinator_protocol.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/auth.h"
 #include "core/wire.h"
 
 namespace hmc {
@@ -61,6 +62,21 @@ absl::StatusOr<Welcome> Welcome::Parse(std::span<const uint8_t> bytes) {
   w.proof = r.GetString();
   if (!r.done()) return absl::DataLossError("malformed welcome");
   return w;
+}
+
+std::string JoinRequest::Proof(const std::string& token, const std::string& server_nonce) const {
+  JoinRequest asserted = *this;
+  asserted.proof.clear();
+  const std::vector<uint8_t> bytes = asserted.Serialize();
+  return ComputeProof(
+      token, kJoinLabel,
+      {server_nonce, absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())});
+}
+
+std::string Welcome::Proof(const std::string& token, const std::string& client_nonce,
+                           const std::string& server_nonce) const {
+  return ComputeProof(token, kWelcomeLabel,
+                      {client_nonce, server_nonce, absl::StrCat(rank), absl::StrCat(world_size)});
 }
 
 std::vector<uint8_t> KvMessage::Serialize() const {

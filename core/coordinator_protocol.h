@@ -15,6 +15,7 @@ namespace hmc {
 //   server: Challenge{nonce}
 //   client: Join{world, rank, size, address, zone, host, nonce, proof, epoch, members}
 //   server: Welcome{rank, size, proof} | Error{message}
+// Each proof covers everything its sender asserts (JoinRequest::Proof, Welcome::Proof).
 //   then the client sends KvPut / KvGet / Heartbeat / Leave and the server KvValue / PeerTable.
 inline constexpr char kJoinLabel[] = "hmc-join";
 inline constexpr char kWelcomeLabel[] = "hmc-welcome";
@@ -40,6 +41,9 @@ struct JoinRequest {
 
   std::vector<uint8_t> Serialize() const;
   static absl::StatusOr<JoinRequest> Parse(std::span<const uint8_t> bytes);
+  // HMAC over the coordinator's nonce and every field but `proof`: whatever the rank asserts
+  // (world, rank, size, address, zone, host, epoch, members) is bound to the token.
+  std::string Proof(const std::string& token, const std::string& server_nonce) const;
 };
 
 struct Welcome {
@@ -49,6 +53,9 @@ struct Welcome {
 
   std::vector<uint8_t> Serialize() const;
   static absl::StatusOr<Welcome> Parse(std::span<const uint8_t> bytes);
+  // HMAC over both nonces, the assigned rank and the world size.
+  std::string Proof(const std::string& token, const std::string& client_nonce,
+                    const std::string& server_nonce) const;
 };
 
 struct KvMessage {

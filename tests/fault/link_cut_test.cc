@@ -28,7 +28,9 @@ TEST_F(LinkCutTest, RanksBeyondASilentLinkAreDroppedByTheDataLinks) {
   spec.rank_binary = HMC_FAULT_RANK_PATH;
   spec.work_dir = testing::TempDir();
   spec.fault = FaultKind::kCut;
-  spec.rounds = 12;
+  // Enough rounds that the cut (two `tc` commands, tens of milliseconds) lands before the last:
+  // on an idle machine 12 rounds could all commit first, leaving nothing to recover.
+  spec.rounds = 40;
   spec.count = 1 << 18;
   spec.pause = absl::Milliseconds(5);
   spec.heartbeat_timeout = absl::Seconds(2);  // The data links' liveness timeout.

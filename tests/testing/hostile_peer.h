@@ -20,6 +20,7 @@ struct HostileIdentity {
   std::string token;
   std::string world_id;
   int rank = 0;
+  int to_rank = 0;  // The victim's.
   int streams = 1;
   uint32_t epoch = 0;
 };
@@ -37,11 +38,12 @@ inline absl::StatusOr<UniqueFd> HandshakeOn(absl::StatusOr<UniqueFd> fd, const H
   PeerHello hello;
   hello.world_id = who.world_id;
   hello.rank = who.rank;
+  hello.to_rank = who.to_rank;
   hello.stream = static_cast<uint16_t>(stream);
   hello.streams = static_cast<uint16_t>(who.streams);
   hello.epoch = who.epoch;
   hello.nonce = std::string(32, 'h');
-  hello.proof = PeerHelloProof(who.token, who.world_id, *nonce, hello.nonce, who.rank, stream);
+  hello.proof = hello.Proof(who.token, *nonce);
   if (absl::Status s =
           WriteControlFrame(fd->get(), FrameType::kPeerHello, hello.Serialize(), deadline);
       !s.ok()) {

@@ -3,8 +3,10 @@
 #include "core/coordinator.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -260,23 +262,89 @@ TEST_F(CoordinatorTest, KeyValueStoreWaitsForKeys) {
   EXPECT_TRUE(absl::IsDeadlineExceeded(many[1].status())) << many[1].status();
 }
 
-// A rank joined by hand on a raw socket, so that the test decides when it closes.
-UniqueFd RawJoin(const SocketAddress& coordinator, const std::string& token) {
+// A join spoken by hand on a raw socket; `tamper` may change the request after its proof was
+// computed (an on-path attacker). Returns the socket and the coordinator's answer.
+std::pair<UniqueFd, absl::StatusOr<Frame>> RawJoinAnswer(
+    const SocketAddress& coordinator, const std::string& token,
+    const std::function<void(JoinRequest&)>& tamper = nullptr) {
   UniqueFd fd = testing_util::Dial(coordinator);
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
   absl::StatusOr<Frame> challenge = ReadControlFrame(fd.get(), deadline);
-  EXPECT_TRUE(challenge.ok()) << challenge.status();
-  if (!challenge.ok()) return UniqueFd();
+  if (!challenge.ok()) return {std::move(fd), challenge.status()};
   absl::StatusOr<std::string> server_nonce = ParseString(challenge->payload);
   JoinRequest join;
   join.world_id = "w";
   join.address = "raw:1";
+  join.zone = "z";
   join.nonce = RandomNonce();
-  join.proof = ComputeProof(token, kJoinLabel, {join.world_id, *server_nonce, join.nonce, "-1"});
+  join.proof = join.Proof(token, *server_nonce);
+  if (tamper) tamper(join);
   EXPECT_TRUE(WriteControlFrame(fd.get(), FrameType::kJoin, join.Serialize(), deadline).ok());
-  absl::StatusOr<Frame> welcome = ReadControlFrame(fd.get(), deadline);
+  absl::StatusOr<Frame> answer = ReadControlFrame(fd.get(), deadline);
+  return {std::move(fd), std::move(answer)};
+}
+
+// A rank joined by hand, so that the test decides when it closes and whether it heartbeats.
+UniqueFd RawJoin(const SocketAddress& coordinator, const std::string& token) {
+  auto [fd, welcome] = RawJoinAnswer(coordinator, token);
   EXPECT_TRUE(welcome.ok() && welcome->header.type == FrameType::kWelcome);
-  return fd;
+  return std::move(fd);
+}
+
+// The join proof covers everything the rank asserts: an address, zone or world size changed on
+// the way is refused like a wrong token.
+TEST_F(CoordinatorTest, AJoinChangedOnTheWayIsRefused) {
+  StartCoordinator(2);
+  for (const auto& tamper : std::vector<std::function<void(JoinRequest&)>>{
+           [](JoinRequest& j) { j.address = "evil:1"; }, [](JoinRequest& j) { j.zone = "other"; },
+           [](JoinRequest& j) { j.world_size = 2; }, [](JoinRequest& j) { j.rank = 1; }}) {
+    auto [fd, answer] = RawJoinAnswer(coordinator_->address(), "secret", tamper);
+    ASSERT_TRUE(answer.ok()) << answer.status();
+    EXPECT_EQ(answer->header.type, FrameType::kError);
+    EXPECT_TRUE(absl::StrContains(*ParseString(answer->payload), "authentication failed"));
+  }
+  auto [fd, welcome] = RawJoinAnswer(coordinator_->address(), "secret");
+  ASSERT_TRUE(welcome.ok());
+  EXPECT_EQ(welcome->header.type, FrameType::kWelcome);
+}
+
+// The welcome's proof covers the rank and world size it assigns: a coordinator impersonator on
+// the path that rewrites them is refused by the client.
+TEST(CoordinatorAuth, AWelcomeChangedOnTheWayIsRefused) {
+  auto bind = SocketAddress::Parse("127.0.0.1:0");
+  absl::StatusOr<UniqueFd> listener = ListenTcp(*bind);
+  ASSERT_TRUE(listener.ok());
+  auto address = SocketAddress::LocalOf(listener->get());
+  ASSERT_TRUE(address.ok());
+  std::thread fake([&] {  // Proves the token, then rewrites the rank it assigns.
+    pollfd p{listener->get(), POLLIN, 0};
+    ASSERT_EQ(poll(&p, 1, 10000), 1);
+    UniqueFd fd(accept4(listener->get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC));
+    const absl::Time deadline = absl::Now() + absl::Seconds(10);
+    const std::string nonce = RandomNonce();
+    ASSERT_TRUE(
+        WriteControlFrame(fd.get(), FrameType::kChallenge, SerializeString(nonce), deadline).ok());
+    absl::StatusOr<Frame> frame = ReadControlFrame(fd.get(), deadline);
+    ASSERT_TRUE(frame.ok());
+    absl::StatusOr<JoinRequest> join = JoinRequest::Parse(frame->payload);
+    ASSERT_TRUE(join.ok());
+    Welcome welcome{0, 4, ""};
+    welcome.proof = welcome.Proof("secret", join->nonce, nonce);
+    welcome.rank = 3;
+    ASSERT_TRUE(
+        WriteControlFrame(fd.get(), FrameType::kWelcome, welcome.Serialize(), deadline).ok());
+    testing_util::ReadUntilClosed(fd.get());
+  });
+  Options o;
+  o.coordinator = address->ToString();
+  o.token = "secret";
+  o.world_id = "w";
+  auto client = CoordinatorClient::Connect(o);
+  ASSERT_TRUE(client.ok());
+  const absl::Status joined = (*client)->Join("a:1", absl::Now() + absl::Seconds(10));
+  client->reset();
+  fake.join();
+  EXPECT_TRUE(absl::StrContains(joined.message(), "failed to prove the token")) << joined;
 }
 
 // A held KvGet belongs to its connection: when that closes and a new connection gets the same
@@ -310,18 +378,7 @@ TEST_F(CoordinatorTest, SilentRankIsDeclaredFailedInANewEpoch) {
   auto a = Join(ClientOptions());
   ASSERT_TRUE(a.ok());
   // The second member speaks the protocol by hand and then stays silent: no heartbeats.
-  UniqueFd raw = Dial(coordinator_->address());
-  auto challenge = ReadControlFrame(raw.get(), absl::Now() + absl::Seconds(5));
-  ASSERT_TRUE(challenge.ok());
-  JoinRequest join;
-  join.world_id = "w";
-  join.rank = -1;
-  join.nonce = RandomNonce();
-  join.proof =
-      ComputeProof("secret", kJoinLabel, {"w", *ParseString(challenge->payload), join.nonce, "-1"});
-  ASSERT_TRUE(WriteControlFrame(raw.get(), FrameType::kJoin, join.Serialize(),
-                                absl::Now() + absl::Seconds(5))
-                  .ok());
+  UniqueFd raw = RawJoin(coordinator_->address(), "secret");
   Request changed;  // Completed by the first membership change.
   PeerTable seen;
   (*a)->SetMembershipCallback([&](const PeerTable& t) {
@@ -366,7 +423,7 @@ TEST_F(CoordinatorTest, GarbageTruncationAndOversizedLengthsAreRejected) {
   frame[4] = 9;
   SendBytes(future.get(), frame);
   const std::string answer = ReadUntilClosed(future.get());
-  EXPECT_TRUE(absl::StrContains(answer, "peer speaks version 9, this build speaks 1")) << answer;
+  EXPECT_TRUE(absl::StrContains(answer, "peer speaks version 9, this build speaks 2")) << answer;
   // The service still works.
   auto member = Join(ClientOptions());
   ASSERT_TRUE(member.ok()) << member.status();

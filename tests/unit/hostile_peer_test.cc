@@ -35,7 +35,7 @@ struct HostileMesh {
   std::vector<std::vector<std::shared_ptr<Channel>>> channels;  // [rank][peer], ranks 0 and 1.
   std::vector<UniqueFd> to_victim;                              // One per stream.
   std::vector<UniqueFd> to_friend;
-  HostileIdentity identity{kToken, "h", 2, kStreams, 1};
+  HostileIdentity identity{kToken, "h", 2, 0, kStreams, 1};
 
   // `before` runs once the victim listens, before the group connects.
   explicit HostileMesh(const std::function<void(const SocketAddress&)>& before = nullptr) {
@@ -72,7 +72,9 @@ struct HostileMesh {
       auto address = SocketAddress::Parse(transports[r]->tcp_address());
       EXPECT_TRUE(address.ok());
       for (int s = 0; s < kStreams; ++s) {
-        absl::StatusOr<UniqueFd> fd = HandshakeAs(*address, identity, s);
+        HostileIdentity to = identity;
+        to.to_rank = r;
+        absl::StatusOr<UniqueFd> fd = HandshakeAs(*address, to, s);
         EXPECT_TRUE(fd.ok()) << fd.status();
         (r == 0 ? to_victim : to_friend).push_back(fd.ok() ? std::move(*fd) : UniqueFd());
       }
@@ -191,6 +193,7 @@ TEST(HostilePeer, RefusedStreamsAreNeverAccepted) {
   // A rank lower than the acceptor's (the higher rank of a pair connects).
   HostileIdentity lower = mesh.identity;
   lower.rank = 0;
+  lower.to_rank = 1;
   auto friend_address = SocketAddress::Parse(mesh.transports[1]->tcp_address());
   ASSERT_TRUE(friend_address.ok());
   absl::StatusOr<UniqueFd> backwards = HandshakeAs(*friend_address, lower, 0);
@@ -198,6 +201,14 @@ TEST(HostilePeer, RefusedStreamsAreNeverAccepted) {
   EXPECT_TRUE(absl::StrContains(backwards.status().message(),
                                 "rank 0 may not connect to rank 1 (the higher rank connects)"))
       << backwards.status();
+  // A hello meant for another rank (the proof binds to_rank, so it cannot be redirected).
+  HostileIdentity misdirected = mesh.identity;
+  misdirected.to_rank = 0;
+  absl::StatusOr<UniqueFd> elsewhere = HandshakeAs(*friend_address, misdirected, 0);
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_TRUE(
+      absl::StrContains(elsewhere.status().message(), "rank 2 dialed rank 0, but this is rank 1"))
+      << elsewhere.status();
   mesh.ExpectVictimStillServes();
 }
 
@@ -250,7 +261,7 @@ class ForgedOffer : public testing::Test {
     const ssize_t n = read(from_parent, name, sizeof(name) - 1);
     if (n <= 0) _exit(2);
     absl::StatusOr<UniqueFd> fd = testing_util::HandshakeOn(
-        ConnectUnix(name, absl::Now() + absl::Seconds(10)), {kToken, "h", 1, 1, 1}, 0);
+        ConnectUnix(name, absl::Now() + absl::Seconds(10)), {kToken, "h", 1, 0, 1, 1}, 0);
     if (!fd.ok()) _exit(3);
     // Registered for another address than the offer names, unless honest.
     static uint8_t elsewhere[16];

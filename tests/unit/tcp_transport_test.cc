@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "core/auth.h"
 #include "core/coordinator_protocol.h"
+#include "tests/testing/hostile_peer.h"
 #include "tests/testing/raw_socket.h"
 #include "transports/tcp/cma.h"
 #include "transports/tcp/handshake.h"
@@ -377,26 +378,12 @@ TEST(TcpTransport, PacingRateIsSharedByTheStreamsAndLifted) {
 // connector's side of the handshake; the transport sees an ordinary peer.
 std::vector<UniqueFd> ConnectAsRankOne(const SocketAddress& address, int streams) {
   std::vector<UniqueFd> fds;
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  const testing_util::HostileIdentity rank_one{kToken, "t", 1, 0, streams, 1};
   for (int stream = 0; stream < streams; ++stream) {
-    UniqueFd fd = testing_util::Dial(address);
-    auto challenge = ReadControlFrame(fd.get(), deadline);
-    EXPECT_TRUE(challenge.ok()) << challenge.status();
-    if (!challenge.ok()) return {};
-    auto acceptor_nonce = ParseString(challenge->payload);
-    PeerHello hello;
-    hello.world_id = "t";
-    hello.rank = 1;
-    hello.stream = static_cast<uint16_t>(stream);
-    hello.streams = static_cast<uint16_t>(streams);
-    hello.epoch = 1;
-    hello.nonce = RandomNonce();
-    hello.proof = PeerHelloProof(kToken, "t", *acceptor_nonce, hello.nonce, 1, stream);
-    EXPECT_TRUE(
-        WriteControlFrame(fd.get(), FrameType::kPeerHello, hello.Serialize(), deadline).ok());
-    auto accept = ReadControlFrame(fd.get(), deadline);
-    EXPECT_TRUE(accept.ok() && accept->header.type == FrameType::kPeerAccept);
-    fds.push_back(std::move(fd));
+    absl::StatusOr<UniqueFd> fd = testing_util::HandshakeAs(address, rank_one, stream);
+    EXPECT_TRUE(fd.ok()) << fd.status();
+    if (!fd.ok()) return {};
+    fds.push_back(std::move(*fd));
   }
   return fds;
 }

@@ -10,6 +10,7 @@ std::vector<uint8_t> PeerHello::Serialize() const {
   WireWriter w;
   w.PutString(world_id);
   w.Put<int32_t>(rank);
+  w.Put<int32_t>(to_rank);
   w.Put<uint16_t>(stream);
   w.Put<uint16_t>(streams);
   w.Put<uint32_t>(epoch);
@@ -23,6 +24,7 @@ absl::StatusOr<PeerHello> PeerHello::Parse(std::span<const uint8_t> bytes) {
   PeerHello h;
   h.world_id = r.GetString();
   h.rank = r.Get<int32_t>();
+  h.to_rank = r.Get<int32_t>();
   h.stream = r.Get<uint16_t>();
   h.streams = r.Get<uint16_t>();
   h.epoch = r.Get<uint32_t>();
@@ -32,17 +34,21 @@ absl::StatusOr<PeerHello> PeerHello::Parse(std::span<const uint8_t> bytes) {
   return h;
 }
 
-std::string PeerHelloProof(const std::string& token, const std::string& world_id,
-                           const std::string& acceptor_nonce, const std::string& connector_nonce,
-                           int rank, int stream) {
+std::string PeerHello::Proof(const std::string& token, const std::string& acceptor_nonce) const {
+  PeerHello asserted = *this;
+  asserted.proof.clear();
+  const std::vector<uint8_t> bytes = asserted.Serialize();
   return ComputeProof(
       token, "hmc-peer",
-      {world_id, acceptor_nonce, connector_nonce, absl::StrCat(rank), absl::StrCat(stream)});
+      {acceptor_nonce,
+       absl::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size())});
 }
 
-std::string PeerAcceptProof(const std::string& token, const std::string& connector_nonce,
+std::string PeerAcceptProof(const std::string& token, const PeerHello& hello,
                             const std::string& acceptor_nonce) {
-  return ComputeProof(token, "hmc-peer-ok", {connector_nonce, acceptor_nonce});
+  return ComputeProof(token, "hmc-peer-ok",
+                      {hello.nonce, acceptor_nonce, hello.world_id, absl::StrCat(hello.to_rank),
+                       absl::StrCat(hello.rank)});
 }
 
 }  // namespace hmc

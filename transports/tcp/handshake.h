@@ -13,13 +13,14 @@ namespace hmc {
 
 // The peer-to-peer handshake on each TCP stream, connector (higher rank) to acceptor:
 //   acceptor:  PeerChallenge{nonce_a}
-//   connector: PeerHello{world, rank, stream, streams, epoch, nonce_c, proof}
+//   connector: PeerHello{world, rank, to_rank, stream, streams, epoch, nonce_c, proof}
 //   acceptor:  PeerAccept{proof'} | Error{message}
-// proof = HMAC(token, "hmc-peer", world, nonce_a, nonce_c, rank, stream);
-// proof' = HMAC(token, "hmc-peer-ok", nonce_c, nonce_a).
+// proof binds every field of the hello to the token and nonce_a; proof' binds both nonces, the
+// world and both ranks, so the connector knows it reached `to_rank` of its world.
 struct PeerHello {
   std::string world_id;
-  int32_t rank = 0;
+  int32_t rank = 0;     // The connector's.
+  int32_t to_rank = 0;  // The acceptor's, as the connector's peer table says.
   uint16_t stream = 0;
   uint16_t streams = 0;
   uint32_t epoch = 0;
@@ -28,12 +29,10 @@ struct PeerHello {
 
   std::vector<uint8_t> Serialize() const;
   static absl::StatusOr<PeerHello> Parse(std::span<const uint8_t> bytes);
+  std::string Proof(const std::string& token, const std::string& acceptor_nonce) const;
 };
 
-std::string PeerHelloProof(const std::string& token, const std::string& world_id,
-                           const std::string& acceptor_nonce, const std::string& connector_nonce,
-                           int rank, int stream);
-std::string PeerAcceptProof(const std::string& token, const std::string& connector_nonce,
+std::string PeerAcceptProof(const std::string& token, const PeerHello& hello,
                             const std::string& acceptor_nonce);
 
 }  // namespace hmc

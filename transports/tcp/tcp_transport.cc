@@ -274,8 +274,7 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
     RejectHandshake(h, std::string(hello.status().message()));
     return;
   }
-  if (!ProofsEqual(hello->proof, PeerHelloProof(config_.token, hello->world_id, h.nonce,
-                                                hello->nonce, hello->rank, hello->stream))) {
+  if (!ProofsEqual(hello->proof, hello->Proof(config_.token, h.nonce))) {
     RejectHandshake(h, "authentication failed: wrong token");
     return;
   }
@@ -294,12 +293,12 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
   }
   // Everything that could refuse the stream is checked before PeerAccept goes out: a connector
   // that is told it was accepted must be attached.
-  if (absl::Status s = CheckInbound(hello->rank, hello->stream); !s.ok()) {
+  if (absl::Status s = CheckInbound(hello->rank, hello->to_rank, hello->stream); !s.ok()) {
     RejectHandshake(h, std::string(s.message()));
     return;
   }
   if (!WriteControlFrame(h.fd.get(), FrameType::kPeerAccept,
-                         SerializeString(PeerAcceptProof(config_.token, hello->nonce, h.nonce)),
+                         SerializeString(PeerAcceptProof(config_.token, *hello, h.nonce)),
                          absl::Now() + absl::Seconds(1))
            .ok()) {
     DropHandshake(h.fd.get());
@@ -311,13 +310,18 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
   const std::string peer = h.peer;
   const bool local = h.local;
   handshakes_.erase(fd);
-  if (absl::Status s = AttachInbound(hello->rank, hello->stream, std::move(owned), local);
+  if (absl::Status s =
+          AttachInbound(hello->rank, hello->to_rank, hello->stream, std::move(owned), local);
       !s.ok()) {
     rejections_.Add(peer, std::string(s.message()));
   }
 }
 
-absl::Status TcpTransport::CheckInbound(int rank, int stream) const {
+absl::Status TcpTransport::CheckInbound(int rank, int to_rank, int stream) const {
+  if (rank_ >= 0 && to_rank != rank_) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("rank %d dialed rank %d, but this is rank %d", rank, to_rank, rank_));
+  }
   if (!channels_.empty() && rank <= rank_) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "rank %d may not connect to rank %d (the higher rank connects)", rank, rank_));
@@ -343,11 +347,12 @@ absl::Status TcpTransport::CheckInbound(int rank, int stream) const {
   return absl::OkStatus();
 }
 
-absl::Status TcpTransport::AttachInbound(int rank, int stream, UniqueFd fd, bool local) {
-  if (absl::Status s = CheckInbound(rank, stream); !s.ok()) return s;
+absl::Status TcpTransport::AttachInbound(int rank, int to_rank, int stream, UniqueFd fd,
+                                         bool local) {
+  if (absl::Status s = CheckInbound(rank, to_rank, stream); !s.ok()) return s;
   if (channels_.empty() || rank >= static_cast<int>(channels_.size()) ||
       channels_[rank] == nullptr) {
-    early_.try_emplace({rank, stream}, std::make_pair(std::move(fd), local));
+    early_.try_emplace({rank, stream}, EarlyStream{std::move(fd), local, to_rank});
     return absl::OkStatus();
   }
   if (absl::Status s = channels_[rank]->AttachStream(stream, std::move(fd), local); !s.ok()) {
@@ -442,12 +447,12 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
   PeerHello hello;
   hello.world_id = config_.world_id;
   hello.rank = rank;
+  hello.to_rank = peer.rank;
   hello.stream = static_cast<uint16_t>(stream);
   hello.streams = static_cast<uint16_t>(config_.limits.streams);
   hello.epoch = config_.limits.epoch;
   hello.nonce = RandomNonce();
-  hello.proof =
-      PeerHelloProof(config_.token, config_.world_id, *acceptor_nonce, hello.nonce, rank, stream);
+  hello.proof = hello.Proof(config_.token, *acceptor_nonce);
   if (absl::Status s =
           WriteControlFrame(fd->get(), FrameType::kPeerHello, hello.Serialize(), deadline);
       !s.ok()) {
@@ -461,7 +466,7 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
     return absl::PermissionDeniedError(absl::StrFormat("refused: %s", *text));
   }
   if (reply->header.type != FrameType::kPeerAccept ||
-      !ProofsEqual(*text, PeerAcceptProof(config_.token, hello.nonce, *acceptor_nonce))) {
+      !ProofsEqual(*text, PeerAcceptProof(config_.token, hello, *acceptor_nonce))) {
     return absl::PermissionDeniedError("the peer failed to prove the token");
   }
   auto owned = std::make_shared<UniqueFd>(std::move(*fd));
@@ -477,10 +482,12 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
 
 void TcpTransport::AttachEarly(int rank) {
   for (auto it = early_.lower_bound({rank, 0}); it != early_.end() && it->first.first == rank;) {
-    auto [fd, local] = std::move(it->second);
+    EarlyStream early = std::move(it->second);
     const int stream = it->first.second;
     it = early_.erase(it);
-    if (absl::Status s = AttachInbound(rank, stream, std::move(fd), local); !s.ok()) {
+    if (absl::Status s =
+            AttachInbound(rank, early.to_rank, stream, std::move(early.fd), early.local);
+        !s.ok()) {
       rejections_.Add(absl::StrFormat("rank %d stream %d", rank, stream), std::string(s.message()));
     }
   }

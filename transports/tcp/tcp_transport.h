@@ -74,9 +74,10 @@ class TcpTransport final : public Transport, private TcpLoop {
   void OnHandshakeReadable(Handshake& h);
   void RejectHandshake(Handshake& h, const std::string& reason);
   void DropHandshake(int fd);
-  // Whether stream `stream` from `rank` may attach now (the handshake asks before accepting).
-  absl::Status CheckInbound(int rank, int stream) const;
-  absl::Status AttachInbound(int rank, int stream, UniqueFd fd, bool local);
+  // Whether stream `stream` from `rank`, which dialed `to_rank`, may attach now (the handshake
+  // asks before accepting; streams that arrived before this rank knew its own are asked again).
+  absl::Status CheckInbound(int rank, int to_rank, int stream) const;
+  absl::Status AttachInbound(int rank, int to_rank, int stream, UniqueFd fd, bool local);
   // Attaches the streams that waited in early_ for `rank`'s channel.
   void AttachEarly(int rank);
   void CheckHandshakeDeadlines();
@@ -113,7 +114,12 @@ class TcpTransport final : public Transport, private TcpLoop {
   std::map<int, std::unique_ptr<Handshake>> handshakes_;
   // Streams that completed their handshake before ConnectAll or ExpectPeers created their
   // channels.
-  std::map<std::pair<int, int>, std::pair<UniqueFd, bool>> early_;  // (fd, local)
+  struct EarlyStream {
+    UniqueFd fd;
+    bool local;
+    int to_rank;
+  };
+  std::map<std::pair<int, int>, EarlyStream> early_;  // (rank, stream) ->
   uint64_t unexpected_bytes_ = 0;
   RequestPtr shutdown_request_;
   absl::Time shutdown_deadline_;
