@@ -83,7 +83,7 @@ absl::Status ButterflyAllReduce(CollectiveContext& ctx, const void* in, void* ou
   }
 
   // Every link carries this rank's contribution to its peer's part and the result of its own.
-  auto link_bytes = [&] {
+  auto link_bytes = [&, es = es] {  // Named: clang 14 cannot capture a structured binding.
     std::vector<uint64_t> bytes_to(n, 0);
     for (int p = 0; p < n; ++p) {
       if (p == me) continue;

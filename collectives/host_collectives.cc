@@ -41,8 +41,9 @@ absl::Status RingAllReduce(CollectiveContext& ctx, const void* in, void* out_ptr
   const size_t segment = SegmentElems(ctx, acc_type);
   RingAllGather gather(ctx, out, out_es, blocks, segment);
   gather.PostReceives();
-  absl::Status reduced =
-      RingReduceScatter(ctx, src, acc, acc_type, op, blocks, segment, [&](Range seg) {
+  absl::Status reduced = RingReduceScatter(
+      ctx, src, acc, acc_type, op, blocks, segment,
+      [&, acc = acc, es = es](Range seg) {  // clang 14: bindings by name.
         FinalizeReduction(out + seg.begin * out_es, acc + seg.begin * es, seg.count, dtype, op, n);
         gather.SendOwnSegment();
       });

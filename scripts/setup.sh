@@ -4,7 +4,7 @@
 # corpus) with a serial OpenBLAS (Debian's libtorch otherwise multiplies matrices with the
 # reference BLAS, ten times slower); ssh for hmcrun and its tests (the test starts its own sshd on
 # a loopback port); the baselines hmc is compared with, Gloo, Open MPI and torch.distributed, and
-# matplotlib for plots.
+# matplotlib for plots; clang and its libFuzzer for the fuzz targets.
 # Idempotent and non-interactive: it only calls apt-get when something is missing. Run as root (or
 # with sudo).
 set -eu
@@ -12,7 +12,7 @@ set -eu
 PACKAGES="
   build-essential cmake ninja-build pkg-config git ca-certificates
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev libssl-dev libfmt-dev zlib1g-dev
-  clang-format iproute2 procps
+  clang-format clang libclang-rt-14-dev iproute2 procps
   iperf3 iputils-ping
   libtorch-dev libopenblas0-serial dataset-fashion-mnist fortunes
   openssh-client openssh-server

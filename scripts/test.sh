@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds and runs the whole test suite three ways: Release; ASan+UBSan; TSan on the transport,
 # coordinator and in-process collective tests (the multi-process ones run under ASan+UBSan).
+# Then each libFuzzer target runs briefly (scripts/fuzz.sh; longer runs are for hand or cron).
 # The libtorch integration (ddp/, the training examples) is tested in the Release build only:
 # Debian's libtorch is not built with the sanitizers, so the sanitizer builds leave it out.
 set -eu
@@ -30,5 +31,8 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITI
 cmake --build build-tsan --parallel --target transport_test coordinator_test collectives_unit_test
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
   run_suite build-tsan -R 'TcpTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint'
+
+echo "== fuzz targets (clang libFuzzer, ASan+UBSan), briefly from their committed seeds"
+./scripts/fuzz.sh 15
 
 echo "== all suites passed"

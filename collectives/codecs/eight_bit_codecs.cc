@@ -87,7 +87,8 @@ class Quantile8Codec final : public Codec {
     for (int c = 0; c <= kCells; ++c) {
       const float start = cells_per_unit > 0 ? lo + c / cells_per_unit : lo;
       start_bucket[c] = static_cast<uint8_t>(std::min<ptrdiff_t>(
-          kLevels - 2, std::upper_bound(boundaries, boundaries + kLevels - 1, start) - boundaries));
+          kLevels - 2,
+          std::upper_bound(boundaries, boundaries + (kLevels - 1), start) - boundaries));
     }
     uint8_t* q = out + kLevels * sizeof(float);
     double sums[kLevels] = {};
