@@ -29,12 +29,7 @@ struct HostileIdentity {
 // the victim sent PeerAccept, or the victim's refusal as an error.
 inline absl::StatusOr<UniqueFd> HandshakeOn(absl::StatusOr<UniqueFd> fd, const HostileIdentity& who,
                                             int stream) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(10);
   if (!fd.ok()) return fd.status();
-  absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
-  if (!challenge.ok()) return challenge.status();
-  absl::StatusOr<std::string> nonce = ParseString(challenge->payload);
-  if (!nonce.ok()) return nonce.status();
   PeerHello hello;
   hello.world_id = who.world_id;
   hello.rank = who.rank;
@@ -42,20 +37,10 @@ inline absl::StatusOr<UniqueFd> HandshakeOn(absl::StatusOr<UniqueFd> fd, const H
   hello.stream = static_cast<uint16_t>(stream);
   hello.streams = static_cast<uint16_t>(who.streams);
   hello.epoch = who.epoch;
-  hello.nonce = std::string(32, 'h');
-  hello.proof = hello.Proof(who.token, *nonce);
   if (absl::Status s =
-          WriteControlFrame(fd->get(), FrameType::kPeerHello, hello.Serialize(), deadline);
+          ConnectorHandshake(fd->get(), hello, who.token, absl::Now() + absl::Seconds(10));
       !s.ok()) {
     return s;
-  }
-  absl::StatusOr<Frame> reply = ReadControlFrame(fd->get(), deadline);
-  if (!reply.ok()) return reply.status();
-  if (reply->header.type != FrameType::kPeerAccept) {
-    absl::StatusOr<std::string> text = ParseString(reply->payload);
-    return absl::PermissionDeniedError(
-        absl::StrFormat("refused with %s: %s", FrameTypeName(reply->header.type),
-                        text.ok() ? *text : std::string("(unreadable)")));
   }
   return fd;
 }

@@ -4,6 +4,7 @@
 // Helpers for tests that misbehave on purpose: connect to a service and send it anything.
 #include <sys/socket.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,16 @@ inline std::string ReadUntilClosed(int fd) {
     if (!s.ok()) return out;
     out.push_back(static_cast<char>(buffer[0]));
   }
+}
+
+// How many descriptors this process holds open.
+inline int OpenDescriptors() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace hmc::testing_util

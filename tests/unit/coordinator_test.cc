@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 
-#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -468,22 +467,13 @@ TEST(CoordinatorAuth, AnEmptyTokenIsRefusedUnlessInsecureIsSaid) {
   EXPECT_TRUE(ProofsEqual("x", "x"));
 }
 
-int OpenDescriptors() {
-  int n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    (void)entry;
-    ++n;
-  }
-  return n;
-}
-
 // 1000 connections that never prove the token (silent, or stopping inside a frame header) while
 // a group forms: the coordinator holds at most 256 of them, dropping the oldest for each new one,
 // logs a bounded number of lines, and the group forms.
 TEST_F(CoordinatorTest, AFloodOfUnprovenConnectionsIsCappedAndTheGroupStillForms) {
   RaiseDescriptorLimit();
   StartCoordinator(4);
-  const int before = OpenDescriptors();
+  const int before = testing_util::OpenDescriptors();
   std::vector<UniqueFd> flood;
   auto dial = [&](int i) {
     flood.push_back(testing_util::Dial(coordinator_->address()));
@@ -509,7 +499,7 @@ TEST_F(CoordinatorTest, AFloodOfUnprovenConnectionsIsCappedAndTheGroupStillForms
   EXPECT_EQ(table->epoch, 1u);
   // This process holds the flood's 1000 client ends, two ends per rank, and the coordinator's
   // ends of the connections it kept: at most 256 unproven ones.
-  const int held = OpenDescriptors() - before;
+  const int held = testing_util::OpenDescriptors() - before;
   EXPECT_LE(held, kFlood + 8 + 256 + 8) << held;
   bool capped = false;
   for (const std::string& r : coordinator_->rejections()) {

@@ -1,7 +1,10 @@
 #include "transports/tcp/handshake.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "core/auth.h"
+#include "core/coordinator_protocol.h"
+#include "core/frame_io.h"
 #include "core/wire.h"
 
 namespace hmc {
@@ -49,6 +52,36 @@ std::string PeerAcceptProof(const std::string& token, const PeerHello& hello,
   return ComputeProof(token, "hmc-peer-ok",
                       {hello.nonce, acceptor_nonce, hello.world_id, absl::StrCat(hello.to_rank),
                        absl::StrCat(hello.rank)});
+}
+
+absl::Status ConnectorHandshake(int fd, PeerHello hello, const std::string& token,
+                                absl::Time deadline) {
+  absl::StatusOr<Frame> challenge = ReadControlFrame(fd, deadline);
+  if (!challenge.ok()) return challenge.status();
+  if (challenge->header.type != FrameType::kPeerChallenge) {
+    return absl::DataLossError(
+        absl::StrFormat("expected a challenge, got %s", FrameTypeName(challenge->header.type)));
+  }
+  absl::StatusOr<std::string> acceptor_nonce = ParseString(challenge->payload);
+  if (!acceptor_nonce.ok()) return acceptor_nonce.status();
+  hello.nonce = RandomNonce();
+  hello.proof = hello.Proof(token, *acceptor_nonce);
+  if (absl::Status s = WriteControlFrame(fd, FrameType::kPeerHello, hello.Serialize(), deadline);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<Frame> reply = ReadControlFrame(fd, deadline);
+  if (!reply.ok()) return reply.status();
+  absl::StatusOr<std::string> text = ParseString(reply->payload);
+  if (!text.ok()) return text.status();
+  if (reply->header.type == FrameType::kError) {
+    return absl::PermissionDeniedError(absl::StrFormat("refused: %s", *text));
+  }
+  if (reply->header.type != FrameType::kPeerAccept ||
+      !ProofsEqual(*text, PeerAcceptProof(token, hello, *acceptor_nonce))) {
+    return absl::PermissionDeniedError("the peer failed to prove the token");
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace hmc

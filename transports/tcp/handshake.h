@@ -35,6 +35,11 @@ struct PeerHello {
 std::string PeerAcceptProof(const std::string& token, const PeerHello& hello,
                             const std::string& acceptor_nonce);
 
+// The connector's side on a connected socket: reads the challenge, sends `hello` (its nonce and
+// proof filled in here) and checks the acceptor's proof. A refusal comes back with its reason.
+absl::Status ConnectorHandshake(int fd, PeerHello hello, const std::string& token,
+                                absl::Time deadline);
+
 }  // namespace hmc
 
 #endif  // HMC_TRANSPORTS_TCP_HANDSHAKE_H_

@@ -436,14 +436,6 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
   if (!local) {
     if (absl::Status s = SetCongestionControl(fd->get(), config_.tcp_congestion); !s.ok()) return s;
   }
-  absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
-  if (!challenge.ok()) return challenge.status();
-  if (challenge->header.type != FrameType::kPeerChallenge) {
-    return absl::DataLossError(
-        absl::StrFormat("expected a challenge, got %s", FrameTypeName(challenge->header.type)));
-  }
-  absl::StatusOr<std::string> acceptor_nonce = ParseString(challenge->payload);
-  if (!acceptor_nonce.ok()) return acceptor_nonce.status();
   PeerHello hello;
   hello.world_id = config_.world_id;
   hello.rank = rank;
@@ -451,23 +443,8 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
   hello.stream = static_cast<uint16_t>(stream);
   hello.streams = static_cast<uint16_t>(config_.limits.streams);
   hello.epoch = config_.limits.epoch;
-  hello.nonce = RandomNonce();
-  hello.proof = hello.Proof(config_.token, *acceptor_nonce);
-  if (absl::Status s =
-          WriteControlFrame(fd->get(), FrameType::kPeerHello, hello.Serialize(), deadline);
-      !s.ok()) {
+  if (absl::Status s = ConnectorHandshake(fd->get(), hello, config_.token, deadline); !s.ok()) {
     return s;
-  }
-  absl::StatusOr<Frame> reply = ReadControlFrame(fd->get(), deadline);
-  if (!reply.ok()) return reply.status();
-  absl::StatusOr<std::string> text = ParseString(reply->payload);
-  if (!text.ok()) return text.status();
-  if (reply->header.type == FrameType::kError) {
-    return absl::PermissionDeniedError(absl::StrFormat("refused: %s", *text));
-  }
-  if (reply->header.type != FrameType::kPeerAccept ||
-      !ProofsEqual(*text, PeerAcceptProof(config_.token, hello, *acceptor_nonce))) {
-    return absl::PermissionDeniedError("the peer failed to prove the token");
   }
   auto owned = std::make_shared<UniqueFd>(std::move(*fd));
   Post([this, r = peer.rank, stream, owned, local] {
