@@ -1,9 +1,11 @@
 #!/bin/sh
 # A coordinator held by 1000 connections that never prove the token (hmc-flood: half silent,
-# half dribbling garbage) while 8 ranks form a group and all-reduce, against the same group with
-# no flood; the two alternate, TRIALS times each (default 3). Prints, per run, how long the group
-# took to form (ranks started to rank 0's first table row) and the all-reduce's busbw, then the
-# medians. Everything on 127.0.0.1; every process started is stopped by PID.
+# half dribbling garbage) while 8 ranks form a group and all-reduce ("flood"), against the same
+# group with no flood ("quiet") and with the same flood aimed at a second coordinator that the
+# group does not use ("decoy": what the flooding process itself costs this machine's cores). The
+# three alternate, TRIALS times each (default 3). Prints, per run, how long the group took to
+# form (ranks started to rank 0's first table row), the all-reduce's busbw and the coordinator's
+# log lines, then the medians. Everything on 127.0.0.1; every process started is stopped by PID.
 #   perf/hostile/flood_bench.sh [TRIALS] [BYTES]
 set -eu
 cd "$(dirname "$0")/../.."
@@ -35,8 +37,18 @@ run_once() {  # mode (quiet|flood) trial
   await "$log.address" .
   address=$(cat "$log.address")
   flood=""
-  if [ "$mode" = flood ]; then
-    "$bin/hmc-flood" --target="$address" --connections=1000 --seconds=600 > "$log.flood" 2>&1 &
+  decoy=""
+  target=$address
+  if [ "$mode" = decoy ]; then
+    HMC_TOKEN=$token "$bin/hmc-coordinator" --bind=127.0.0.1:0 --world_size=8 \
+      --address_file="$log.decoy" > /dev/null 2>&1 &
+    decoy=$!
+    pids="$pids $decoy"
+    await "$log.decoy" .
+    target=$(cat "$log.decoy")
+  fi
+  if [ "$mode" != quiet ]; then
+    "$bin/hmc-flood" --target="$target" --connections=1000 --seconds=600 > "$log.flood" 2>&1 &
     flood=$!
     pids="$pids $flood"
     await "$log.flood" holding
@@ -53,6 +65,7 @@ run_once() {  # mode (quiet|flood) trial
   formed=$(date +%s.%N)
   for p in $ranks; do wait "$p"; done
   [ -n "$flood" ] && kill "$flood" 2>/dev/null
+  [ -n "$decoy" ] && kill "$decoy" 2>/dev/null
   wait "$coordinator" 2>/dev/null || true
   busbw=$(awk '/^ *[0-9]/ {print $7}' "$log.rank0" | head -1)
   rejected=$(grep -c "rejected" "$log.coordinator" || true)
@@ -64,8 +77,9 @@ printf '%-6s %5s %14s %10s %12s\n' mode trial "formed+1st(s)" "busbw" "log lines
 for t in $(seq 1 "$trials"); do
   run_once quiet "$t"
   run_once flood "$t"
+  run_once decoy "$t"
 done | tee "$out/table"
-for mode in quiet flood; do
+for mode in quiet flood decoy; do
   awk -v m="$mode" '$1 == m {print $3, $4}' "$out/table" | sort -n | awk -v m="$mode" \
     '{t[NR]=$1; b[NR]=$2} END {printf "median %-6s formed+first row %.2f s\n", m, t[int((NR+1)/2)]}'
   awk -v m="$mode" '$1 == m {print $4}' "$out/table" | sort -n | awk -v m="$mode" \
