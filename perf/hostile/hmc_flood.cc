@@ -19,7 +19,8 @@
 ABSL_FLAG(std::string, target, "", "HOST:PORT of the service (loopback or private only).");
 ABSL_FLAG(int, connections, 1000, "Connections held open at once.");
 ABSL_FLAG(int, seconds, 60, "How long to hold them.");
-ABSL_FLAG(int, garbage_every, 2, "Every N-th connection sends a garbage byte each 100 ms; 0: none.");
+ABSL_FLAG(int, garbage_every, 2,
+          "Every N-th connection sends a garbage byte each 100 ms; 0: none.");
 
 namespace {
 
@@ -32,7 +33,8 @@ bool AllowedTarget(const std::string& host) {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
-  absl::StatusOr<hmc::SocketAddress> target = hmc::SocketAddress::Parse(absl::GetFlag(FLAGS_target));
+  absl::StatusOr<hmc::SocketAddress> target =
+      hmc::SocketAddress::Parse(absl::GetFlag(FLAGS_target));
   if (!target.ok() || !AllowedTarget(target->host())) {
     std::fprintf(stderr, "hmc-flood: --target must be a loopback or private HOST:PORT\n");
     return 2;
