@@ -35,9 +35,4 @@ std::vector<std::string> RejectionLog::recent() const {
   return {recent_.begin(), recent_.end()};
 }
 
-uint64_t RejectionLog::total() const {
-  MutexLock lock(&mu_);
-  return total_;
-}
-
 }  // namespace hmc

@@ -25,7 +25,6 @@ class RejectionLog {
 
   void Add(const std::string& peer, const std::string& reason);
   std::vector<std::string> recent() const;  // Oldest first.
-  uint64_t total() const;
 
  private:
   const std::string component_;
