@@ -8,6 +8,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/frame_seal.h"
+#include "core/tls_mode.h"
 
 namespace hmc {
 namespace {
@@ -34,6 +36,20 @@ const OptionSpec kOptionTable[] = {
     {"zone", &Options::zone, "Zone (region or site) this rank runs in."},
     {"bind_addr", &Options::bind_addr,
      "Address the transport listens on; empty: the local address that reaches the coordinator."},
+    {"tls", &Options::tls,
+     "TLS 1.3 on TCP links to peers: auto (where either end's address is neither private nor "
+     "loopback), on or off. Keys come from the token unless certificates are given. Never on "
+     "local sockets."},
+    {"tls_cert", &Options::tls_cert,
+     "PEM certificate chain this rank presents; with tls_key and tls_ca, peers verify each "
+     "other's certificates instead of deriving keys from the token."},
+    {"tls_key", &Options::tls_key, "PEM private key of tls_cert."},
+    {"tls_ca", &Options::tls_ca,
+     "PEM certificates of the authorities peers' certificates must "
+     "chain to."},
+    {"integrity", &Options::integrity,
+     "Seal on every frame of a TCP link without TLS: mac (AES-GMAC keyed per connection from the "
+     "token: changed, forged or replayed frames fail), crc (CRC-32: corruption only) or off."},
     {"streams", &Options::streams,
      "TCP connections per peer that large messages are striped over; 0 (auto): open max_streams "
      "and use as many as the link probe at creation shows to help."},
@@ -171,6 +187,11 @@ absl::Status Validate(const Options& o) {
       o.algo != "butterfly" && o.algo != "hierarchical") {
     return absl::InvalidArgumentError(absl::StrFormat(
         "algo=%s: must be auto, ring, halving_doubling, butterfly or hierarchical", o.algo));
+  }
+  if (absl::StatusOr<TlsMode> tls = ParseTlsMode(o.tls); !tls.ok()) return tls.status();
+  if (absl::StatusOr<FrameIntegrity> integrity = ParseFrameIntegrity(o.integrity);
+      !integrity.ok()) {
+    return integrity.status();
   }
   if (o.max_frame_bytes < 4096 || o.max_unexpected_bytes < 0 || o.stripe_min_bytes < 1 ||
       o.socket_buffer_bytes < 0 || o.small_message_bytes < 0 || o.pull_min_bytes < 0) {

@@ -27,6 +27,13 @@ struct Options {
   std::string zone = "default";
   std::string bind_addr;  // Empty: the local address that reaches the coordinator.
 
+  // Protection of TCP links.
+  std::string tls = "auto";  // auto, on or off (TlsMode).
+  std::string tls_cert;      // Certificates instead of keys from the token: all three, or none.
+  std::string tls_key;
+  std::string tls_ca;
+  std::string integrity = "mac";  // Frame seals where TLS is off: mac, crc or off.
+
   // Transport.
   int64_t streams = 0;                   // TCP connections per peer; 0: chosen by a probe.
   int64_t max_streams = 32;              // Connections opened when streams is 0.

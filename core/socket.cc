@@ -174,6 +174,26 @@ std::string SocketAddress::host() const {
   return text;
 }
 
+bool SocketAddress::private_or_loopback() const {
+  if (family() == AF_INET) {
+    const uint32_t a = ntohl(reinterpret_cast<const sockaddr_in*>(&storage_)->sin_addr.s_addr);
+    auto in = [a](uint32_t net, int bits) { return (a >> (32 - bits)) == (net >> (32 - bits)); };
+    return in(0x7f000000, 8) || in(0x0a000000, 8) || in(0xac100000, 12) || in(0xc0a80000, 16) ||
+           in(0xa9fe0000, 16) || in(0x64400000, 10);
+  }
+  if (family() != AF_INET6) return false;
+  const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(&storage_)->sin6_addr;
+  if (IN6_IS_ADDR_V4MAPPED(&a)) {
+    sockaddr_in v4{};
+    v4.sin_family = AF_INET;
+    std::memcpy(&v4.sin_addr, a.s6_addr + 12, 4);
+    absl::StatusOr<SocketAddress> mapped =
+        FromSockaddr(reinterpret_cast<const sockaddr*>(&v4), sizeof(v4));
+    return mapped.ok() && mapped->private_or_loopback();
+  }
+  return IN6_IS_ADDR_LOOPBACK(&a) || IN6_IS_ADDR_LINKLOCAL(&a) || (a.s6_addr[0] & 0xfe) == 0xfc;
+}
+
 std::string SocketAddress::ToString() const {
   if (family() == AF_INET6) return absl::StrFormat("[%s]:%d", host(), port());
   return absl::StrFormat("%s:%d", host(), port());

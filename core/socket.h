@@ -54,6 +54,9 @@ class SocketAddress {
   void set_port(uint16_t port);
   std::string host() const;
   std::string ToString() const;
+  // Loopback, private (RFC 1918, RFC 6598 shared, IPv6 unique local) or link-local: an address
+  // whose traffic stays inside one site or cloud network.
+  bool private_or_loopback() const;
 
  private:
   sockaddr_storage storage_{};

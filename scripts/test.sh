@@ -30,7 +30,7 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITI
   -DHMC_WITH_GLOO=OFF -DHMC_WITH_TORCH=OFF > /dev/null
 cmake --build build-tsan --parallel --target transport_test coordinator_test collectives_unit_test
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
-  run_suite build-tsan -R 'TcpTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint'
+  run_suite build-tsan -R 'TcpTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint|ProtectedLink|ManInTheMiddle|LinkProtection'
 
 echo "== fuzz targets (clang libFuzzer, ASan+UBSan), briefly from their committed seeds"
 ./scripts/fuzz.sh 15

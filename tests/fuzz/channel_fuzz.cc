@@ -23,6 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.limits.streams = 1;
   config.limits.epoch = 1;
   config.limits.max_frame_bytes = 1 << 20;
+  // Unsealed, so that arbitrary bytes reach every state of the receive; the seal itself is
+  // checked by the unit tests.
+  config.limits.integrity = FrameIntegrity::kOff;
   auto victim = TcpTransport::Create(config);
   if (!victim.ok()) std::abort();
   auto address = SocketAddress::Parse((*victim)->tcp_address());
@@ -32,10 +35,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                                    absl::Now() + absl::Seconds(5));
     if (c.ok()) channels = *c;
   });
-  absl::StatusOr<UniqueFd> fd =
-      testing_util::HandshakeAs(*address, {"fuzz-token", "f", 1, 0, 1, 1}, 0);
+  absl::StatusOr<testing_util::HostileStream> stream =
+      testing_util::HandshakeAs(*address, {"fuzz-token", "f", 1, 0, 1, 1, FrameIntegrity::kOff}, 0);
   connect.join();
-  if (!fd.ok() || channels.size() != 2) std::abort();
+  if (!stream.ok() || channels.size() != 2) std::abort();
   // The first three bytes size receives for tags 0, 1 and 2 (one of them "up to").
   std::vector<std::vector<uint8_t>> buffers;
   std::vector<RequestPtr> receives;
@@ -46,8 +49,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  : channels[1]->Recv(tag, buffers.back().data(), buffers.back().size()));
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(5);
-  WriteFully(fd->get(), std::span<const uint8_t>(data + 3, size - 3), deadline).IgnoreError();
-  shutdown(fd->get(), SHUT_WR);  // The channel sees the end of its stream: it must settle.
+  WriteFully(stream->fd.get(), std::span<const uint8_t>(data + 3, size - 3), deadline)
+      .IgnoreError();
+  shutdown(stream->fd.get(), SHUT_WR);  // The channel sees the end of its stream: it must settle.
   for (const RequestPtr& r : receives) r->Wait(deadline).IgnoreError();
   for (const RequestPtr& r : receives) {
     if (!r->done()) std::abort();  // A receive left hanging after its stream ended.

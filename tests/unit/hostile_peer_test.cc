@@ -20,9 +20,9 @@
 namespace hmc {
 namespace {
 
-using testing_util::ForgedFrame;
 using testing_util::HandshakeAs;
 using testing_util::HostileIdentity;
+using testing_util::HostileStream;
 
 constexpr char kToken[] = "hostile-token";
 constexpr int kStreams = 2;
@@ -32,8 +32,8 @@ constexpr int kStreams = 2;
 struct HostileMesh {
   std::vector<std::unique_ptr<TcpTransport>> transports;
   std::vector<std::vector<std::shared_ptr<Channel>>> channels;  // [rank][peer], ranks 0 and 1.
-  std::vector<UniqueFd> to_victim;                              // One per stream.
-  std::vector<UniqueFd> to_friend;
+  std::vector<HostileStream> to_victim;                         // One per stream.
+  std::vector<HostileStream> to_friend;
   HostileIdentity identity{kToken, "h", 2, 0, kStreams, 1};
 
   // `before` runs once the victim listens, before the group connects.
@@ -73,16 +73,20 @@ struct HostileMesh {
       for (int s = 0; s < kStreams; ++s) {
         HostileIdentity to = identity;
         to.to_rank = r;
-        absl::StatusOr<UniqueFd> fd = HandshakeAs(*address, to, s);
-        EXPECT_TRUE(fd.ok()) << fd.status();
-        (r == 0 ? to_victim : to_friend).push_back(fd.ok() ? std::move(*fd) : UniqueFd());
+        absl::StatusOr<HostileStream> stream = HandshakeAs(*address, to, s);
+        EXPECT_TRUE(stream.ok()) << stream.status();
+        (r == 0 ? to_victim : to_friend)
+            .push_back(stream.ok() ? std::move(*stream) : HostileStream());
       }
     }
     for (auto& t : threads) t.join();
   }
 
-  void SendToVictim(int stream, const std::vector<uint8_t>& bytes) {
-    ASSERT_TRUE(WriteFully(to_victim[stream].get(), bytes, absl::Now() + absl::Seconds(10)).ok());
+  // Sends a frame with any header the test chooses (it need not be consistent), sealed.
+  void SendToVictim(int stream, const FrameHeader& header, std::span<const uint8_t> payload = {}) {
+    const std::vector<uint8_t> bytes = to_victim[stream].Frame(header, payload);
+    ASSERT_TRUE(
+        WriteFully(to_victim[stream].fd.get(), bytes, absl::Now() + absl::Seconds(10)).ok());
   }
 
   // The victim's receive from rank 2 fails; returns why.
@@ -122,7 +126,7 @@ FrameHeader DataHeader(uint64_t tag, uint64_t total, uint16_t stripes, uint16_t 
 // checks, and the buffer for it threw std::length_error out of the progress thread.
 TEST(HostilePeer, LengthThatWrapsAroundFailsTheChannelNamingThePeer) {
   HostileMesh mesh;
-  mesh.SendToVictim(0, ForgedFrame(DataHeader(5, ~uint64_t{0}, 64, 63, 0)));
+  mesh.SendToVictim(0, DataHeader(5, ~uint64_t{0}, 64, 63, 0));
   const std::string why = mesh.VictimsFailure(5);
   EXPECT_TRUE(absl::StrContains(why, "rank 2")) << why;
   EXPECT_TRUE(absl::StrContains(why, "exceeds the limit of 64 stripes")) << why;
@@ -135,7 +139,7 @@ TEST(HostilePeer, LengthThatWrapsAroundFailsTheChannelNamingThePeer) {
 TEST(HostilePeer, HugeClaimIsNeverAllocatedAndTheReceiveRefusesIt) {
   HostileMesh mesh;
   constexpr uint64_t kClaim = uint64_t{64} << 32;
-  mesh.SendToVictim(0, ForgedFrame(DataHeader(6, kClaim, 64, 0, uint64_t{1} << 32)));
+  mesh.SendToVictim(0, DataHeader(6, kClaim, 64, 0, uint64_t{1} << 32));
   absl::SleepFor(absl::Milliseconds(100));  // Let it arrive before the receive is posted.
   const std::string why = mesh.VictimsFailure(6);
   EXPECT_TRUE(absl::StrContains(why, "rank 2")) << why;
@@ -146,8 +150,8 @@ TEST(HostilePeer, HugeClaimIsNeverAllocatedAndTheReceiveRefusesIt) {
 TEST(HostilePeer, StripesThatDisagreeOrRepeatFailTheChannel) {
   HostileMesh mesh;
   const std::vector<uint8_t> half(8192, 1);
-  mesh.SendToVictim(0, ForgedFrame(DataHeader(7, 16384, 2, 0, 8192), half));
-  mesh.SendToVictim(1, ForgedFrame(DataHeader(7, 16384, 2, 0, 8192), half));  // Stripe 0 again.
+  mesh.SendToVictim(0, DataHeader(7, 16384, 2, 0, 8192), half);
+  mesh.SendToVictim(1, DataHeader(7, 16384, 2, 0, 8192), half);  // Stripe 0 again.
   const std::string why = mesh.VictimsFailure(7, 16384);
   EXPECT_TRUE(absl::StrContains(why, "rank 2")) << why;
   EXPECT_TRUE(absl::StrContains(why, "repeated stripe 0 of 2")) << why;
@@ -159,14 +163,21 @@ TEST(HostilePeer, FrameOfAnotherEpochOrTypeFailsTheChannel) {
     HostileMesh mesh;
     FrameHeader h = DataHeader(8, 4, 1, 0, 4);
     h.epoch = 9;
-    mesh.SendToVictim(0, ForgedFrame(h, std::vector<uint8_t>(4, 0)));
+    mesh.SendToVictim(0, h, std::vector<uint8_t>(4, 0));
     const std::string why = mesh.VictimsFailure(8, 4);
     EXPECT_TRUE(absl::StrContains(why, "rank 2: frame of epoch 9, expected 1")) << why;
     mesh.ExpectVictimStillServes();
   }
   {
     HostileMesh mesh;
-    mesh.SendToVictim(1, EncodeControlFrame(FrameType::kWelcome, std::vector<uint8_t>(8, 0), 1));
+    const std::vector<uint8_t> payload(8, 0);
+    FrameHeader h;
+    h.type = FrameType::kWelcome;
+    h.flags = kFlagPayloadChecksum;
+    h.epoch = 1;
+    h.total_bytes = h.payload_bytes = payload.size();
+    h.payload_crc = Checksum(payload);
+    mesh.SendToVictim(1, h, payload);
     const std::string why = mesh.VictimsFailure(8, 4);
     EXPECT_TRUE(absl::StrContains(why, "rank 2: unexpected welcome frame on a data stream")) << why;
     mesh.ExpectVictimStillServes();
@@ -180,13 +191,13 @@ TEST(HostilePeer, RefusedStreamsAreNeverAccepted) {
   auto address = SocketAddress::Parse(mesh.transports[0]->tcp_address());
   ASSERT_TRUE(address.ok());
   // A stream the channel already has.
-  absl::StatusOr<UniqueFd> again = HandshakeAs(*address, mesh.identity, 0);
+  absl::StatusOr<HostileStream> again = HandshakeAs(*address, mesh.identity, 0);
   ASSERT_FALSE(again.ok());
   EXPECT_TRUE(absl::StrContains(again.status().message(),
                                 "refused: rank 2: duplicate connection for stream 0"))
       << again.status();
   // A stream index past the channel's.
-  absl::StatusOr<UniqueFd> past = HandshakeAs(*address, mesh.identity, kStreams);
+  absl::StatusOr<HostileStream> past = HandshakeAs(*address, mesh.identity, kStreams);
   ASSERT_FALSE(past.ok());
   EXPECT_TRUE(absl::StrContains(past.status().message(), "stream 2 out of range")) << past.status();
   // A rank lower than the acceptor's (the higher rank of a pair connects).
@@ -195,7 +206,7 @@ TEST(HostilePeer, RefusedStreamsAreNeverAccepted) {
   lower.to_rank = 1;
   auto friend_address = SocketAddress::Parse(mesh.transports[1]->tcp_address());
   ASSERT_TRUE(friend_address.ok());
-  absl::StatusOr<UniqueFd> backwards = HandshakeAs(*friend_address, lower, 0);
+  absl::StatusOr<HostileStream> backwards = HandshakeAs(*friend_address, lower, 0);
   ASSERT_FALSE(backwards.ok());
   EXPECT_TRUE(absl::StrContains(backwards.status().message(),
                                 "rank 0 may not connect to rank 1 (the higher rank connects)"))
@@ -203,7 +214,7 @@ TEST(HostilePeer, RefusedStreamsAreNeverAccepted) {
   // A hello meant for another rank (the proof binds to_rank, so it cannot be redirected).
   HostileIdentity misdirected = mesh.identity;
   misdirected.to_rank = 0;
-  absl::StatusOr<UniqueFd> elsewhere = HandshakeAs(*friend_address, misdirected, 0);
+  absl::StatusOr<HostileStream> elsewhere = HandshakeAs(*friend_address, misdirected, 0);
   ASSERT_FALSE(elsewhere.ok());
   EXPECT_TRUE(
       absl::StrContains(elsewhere.status().message(), "rank 2 dialed rank 0, but this is rank 1"))
@@ -250,9 +261,9 @@ class ForgedOffer : public testing::Test {
     char name[256] = {};
     const ssize_t n = read(from_parent, name, sizeof(name) - 1);
     if (n <= 0) _exit(2);
-    absl::StatusOr<UniqueFd> fd = testing_util::HandshakeOn(
+    absl::StatusOr<HostileStream> stream = testing_util::HandshakeOn(
         ConnectUnix(name, absl::Now() + absl::Seconds(10)), {kToken, "h", 1, 0, 1, 1}, 0);
-    if (!fd.ok()) _exit(3);
+    if (!stream.ok()) _exit(3);
     // Registered for another address than the offer names, unless honest.
     static uint8_t elsewhere[16];
     std::unique_ptr<PullRegistration> registration =
@@ -268,15 +279,14 @@ class ForgedOffer : public testing::Test {
     h.total_bytes = kBytes;
     h.payload_bytes = payload.size();
     h.payload_crc = Checksum(payload);
-    if (!WriteFully(fd->get(), testing_util::ForgedFrame(h, payload),
-                    absl::Now() + absl::Seconds(10))
+    if (!WriteFully(stream->fd.get(), stream->Frame(h, payload), absl::Now() + absl::Seconds(10))
              .ok()) {
       _exit(4);
     }
     // Until the victim closes (the socket is non-blocking: ReadFully waits, up to its deadline).
     const absl::Time deadline = absl::Now() + absl::Seconds(20);
     uint8_t sink[1];
-    while (ReadFully(fd->get(), sink, deadline).ok()) {
+    while (ReadFully(stream->fd.get(), sink, deadline).ok()) {
     }
     _exit(0);
   }

@@ -18,91 +18,22 @@
 #include "core/coordinator_protocol.h"
 #include "tests/testing/hostile_peer.h"
 #include "tests/testing/raw_socket.h"
+#include "tests/testing/tcp_mesh.h"
 #include "transports/tcp/cma.h"
 #include "transports/tcp/handshake.h"
 
 namespace hmc {
 namespace {
 
-constexpr char kToken[] = "transport-token";
-
-struct Mesh {
-  std::vector<std::unique_ptr<TcpTransport>> transports;
-  std::vector<std::vector<std::shared_ptr<Channel>>> channels;  // [rank][peer]
-};
-
-TcpTransportConfig Config(const std::string& bind, int streams, const std::string& token = kToken,
-                          bool local_sockets = true) {
-  TcpTransportConfig config;
-  config.local_sockets = local_sockets;
-  config.bind = bind;
-  config.token = token;
-  config.world_id = "t";
-  config.limits.streams = streams;
-  config.limits.stripe_min_bytes = 4096;
-  config.limits.epoch = 1;
-  config.handshake_timeout = absl::Seconds(2);
-  return config;
-}
-
-// local: peers use Unix domain sockets (they share this network namespace); else TCP.
-// `configure` may adjust each rank's configuration before its transport is created.
-Mesh Connect(int n, int streams, bool local = false, const std::string& bind = "127.0.0.1:0",
-             const std::function<void(int, TcpTransportConfig&)>& configure = nullptr) {
-  Mesh mesh;
-  std::vector<PeerAddress> peers;
-  for (int r = 0; r < n; ++r) {
-    TcpTransportConfig config = Config(bind, streams, kToken, local);
-    if (configure) configure(r, config);
-    auto t = TcpTransport::Create(config);
-    EXPECT_TRUE(t.ok()) << t.status();
-    peers.push_back(PeerAddress{r, (*t)->address(), absl::StrFormat("rank %d", r)});
-    mesh.transports.push_back(std::move(*t));
-  }
-  mesh.channels.resize(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      auto channels = mesh.transports[r]->ConnectAll(r, peers, absl::Now() + absl::Seconds(20));
-      ASSERT_TRUE(channels.ok()) << channels.status();
-      mesh.channels[r] = *channels;
-    });
-  }
-  for (auto& t : threads) t.join();
-  return mesh;
-}
-
-std::vector<uint8_t> Pattern(size_t bytes, uint8_t seed) {
-  std::vector<uint8_t> v(bytes);
-  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<uint8_t>(i * 131 + seed);
-  return v;
-}
+using testing_util::Config;
+using testing_util::Connect;
+using testing_util::ExchangeBothWays;
+using testing_util::kToken;
+using testing_util::Mesh;
+using testing_util::Pattern;
 
 // Parameters: streams per peer, and whether peers connect over local (Unix) sockets.
 class TcpTransportTest : public testing::TestWithParam<std::tuple<int, bool>> {};
-
-// Two messages of `bytes` between ranks 0 and 1 under tags `tag` and `tag` + 1: a's receive is
-// posted first, b is sent first (so it arrives unexpected). Receives take `capacity` bytes, as
-// RecvUpTo where `up_to`, and must report the length sent.
-void ExchangeBothWays(Mesh& mesh, uint64_t tag, size_t bytes, size_t capacity, bool up_to) {
-  const std::vector<uint8_t> a = Pattern(bytes, 1), b = Pattern(bytes, 2);
-  std::vector<uint8_t> got_a(capacity), got_b(capacity);
-  auto receive = [&](Channel& channel, uint64_t t, std::vector<uint8_t>& into) {
-    return up_to ? channel.RecvUpTo(t, into.data(), capacity)
-                 : channel.Recv(t, into.data(), capacity);
-  };
-  auto recv_a = receive(*mesh.channels[1][0], tag, got_a);
-  auto send_a = mesh.channels[0][1]->Send(tag, a.data(), bytes);
-  auto send_b = mesh.channels[1][0]->Send(tag + 1, b.data(), bytes);
-  absl::SleepFor(absl::Milliseconds(20));
-  auto recv_b = receive(*mesh.channels[0][1], tag + 1, got_b);
-  const absl::Time deadline = absl::Now() + absl::Seconds(30);
-  for (auto& r : {recv_a, send_a, send_b, recv_b}) ASSERT_TRUE(r->Wait(deadline).ok());
-  EXPECT_EQ(recv_a->bytes(), bytes);
-  EXPECT_EQ(recv_b->bytes(), bytes);
-  EXPECT_TRUE(std::equal(a.begin(), a.end(), got_a.begin())) << bytes;
-  EXPECT_TRUE(std::equal(b.begin(), b.end(), got_b.begin())) << bytes;
-}
 
 TEST_P(TcpTransportTest, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
   const auto [streams, local] = GetParam();
@@ -378,12 +309,13 @@ TEST(TcpTransport, PacingRateIsSharedByTheStreamsAndLifted) {
 // connector's side of the handshake; the transport sees an ordinary peer.
 std::vector<UniqueFd> ConnectAsRankOne(const SocketAddress& address, int streams) {
   std::vector<UniqueFd> fds;
-  const testing_util::HostileIdentity rank_one{kToken, "t", 1, 0, streams, 1};
+  const testing_util::HostileIdentity rank_one{kToken, "t", 1, 0, streams, 1, FrameIntegrity::kOff};
   for (int stream = 0; stream < streams; ++stream) {
-    absl::StatusOr<UniqueFd> fd = testing_util::HandshakeAs(address, rank_one, stream);
-    EXPECT_TRUE(fd.ok()) << fd.status();
-    if (!fd.ok()) return {};
-    fds.push_back(std::move(*fd));
+    absl::StatusOr<testing_util::HostileStream> s =
+        testing_util::HandshakeAs(address, rank_one, stream);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return {};
+    fds.push_back(std::move(s->fd));
   }
   return fds;
 }
@@ -410,7 +342,10 @@ TEST(TcpTransport, AStreamThatStallsCarriesLittleOfWhatFollows) {
   // The streams of a link share a message's stripes as they drain, not in fixed parts: with one
   // of two streams stalled (its reader is away), nearly everything goes over the other one. With
   // fixed halves the reader of the live stream would wait for its second half in vain.
-  auto sender = TcpTransport::Create(Config("127.0.0.1:0", 2, kToken, /*local_sockets=*/false));
+  // Unsealed: the test reads the frames by hand.
+  TcpTransportConfig config = Config("127.0.0.1:0", 2, kToken, /*local_sockets=*/false);
+  config.limits.integrity = FrameIntegrity::kOff;
+  auto sender = TcpTransport::Create(config);
   ASSERT_TRUE(sender.ok()) << sender.status();
   auto address = SocketAddress::Parse((*sender)->tcp_address());
   ASSERT_TRUE(address.ok());

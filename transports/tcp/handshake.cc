@@ -17,6 +17,8 @@ std::vector<uint8_t> PeerHello::Serialize() const {
   w.Put<uint16_t>(stream);
   w.Put<uint16_t>(streams);
   w.Put<uint32_t>(epoch);
+  w.Put<uint8_t>(integrity);
+  w.Put<uint8_t>(tls ? 1 : 0);
   w.PutString(nonce);
   w.PutString(proof);
   return w.bytes();
@@ -31,9 +33,12 @@ absl::StatusOr<PeerHello> PeerHello::Parse(std::span<const uint8_t> bytes) {
   h.stream = r.Get<uint16_t>();
   h.streams = r.Get<uint16_t>();
   h.epoch = r.Get<uint32_t>();
+  h.integrity = r.Get<uint8_t>();
+  const uint8_t tls = r.Get<uint8_t>();
+  h.tls = tls != 0;
   h.nonce = r.GetString();
   h.proof = r.GetString();
-  if (!r.done()) return absl::DataLossError("malformed peer hello");
+  if (!r.done() || tls > 1) return absl::DataLossError("malformed peer hello");
   return h;
 }
 
@@ -54,8 +59,19 @@ std::string PeerAcceptProof(const std::string& token, const PeerHello& hello,
                        absl::StrCat(hello.rank)});
 }
 
-absl::Status ConnectorHandshake(int fd, PeerHello hello, const std::string& token,
-                                absl::Time deadline) {
+StreamSecrets DeriveStreamSecrets(const std::string& token, const PeerHello& hello,
+                                  const std::string& acceptor_nonce) {
+  const std::string stream = absl::StrCat(hello.world_id, "/", hello.rank, "/", hello.to_rank, "/",
+                                          hello.stream, "/", hello.epoch);
+  auto derive = [&](absl::string_view label) {
+    return ComputeProof(token, label, {hello.nonce, acceptor_nonce, stream});
+  };
+  return StreamSecrets{derive("hmc-frames-to-acceptor"), derive("hmc-frames-to-connector"),
+                       derive("hmc-tls-psk")};
+}
+
+absl::StatusOr<StreamSecrets> ConnectorHandshake(int fd, PeerHello hello, const std::string& token,
+                                                 absl::Time deadline) {
   absl::StatusOr<Frame> challenge = ReadControlFrame(fd, deadline);
   if (!challenge.ok()) return challenge.status();
   if (challenge->header.type != FrameType::kPeerChallenge) {
@@ -81,7 +97,7 @@ absl::Status ConnectorHandshake(int fd, PeerHello hello, const std::string& toke
       !ProofsEqual(*text, PeerAcceptProof(token, hello, *acceptor_nonce))) {
     return absl::PermissionDeniedError("the peer failed to prove the token");
   }
-  return absl::OkStatus();
+  return DeriveStreamSecrets(token, hello, *acceptor_nonce);
 }
 
 }  // namespace hmc

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/frame_io.h"
+#include "core/log.h"
 #include "transports/tcp/cma.h"
 #include "transports/tcp/stripe.h"
 #include "transports/tcp/tcp_loop.h"
@@ -44,8 +45,10 @@ struct TcpChannel::OutFrame {
   uint64_t tag = 0;
   bool abandonable = false;  // A data stripe or a rendezvous offer: DiscardTagsBelow may drop it.
   const uint8_t* data = nullptr;
-  uint64_t bytes = 0;          // Payload bytes.
-  uint64_t written = 0;        // Header and payload bytes written so far.
+  uint64_t bytes = 0;    // Payload bytes.
+  uint64_t written = 0;  // Header, payload and trailer bytes written so far.
+  bool sealed = false;   // Committed to its stream's sequence: it must go out.
+  uint8_t trailer[kMaxSealBytes];
   std::shared_ptr<SendOp> op;  // Null for control frames.
   std::vector<uint8_t> owned;  // A control frame's payload (data points into it).
 };
@@ -66,6 +69,13 @@ struct TcpChannel::Incoming {
 struct TcpChannel::Stream {
   int index = 0;
   UniqueFd fd;
+  std::unique_ptr<StreamIo> io;
+  bool ready = false;  // Its TLS handshake (if any) finished.
+  std::unique_ptr<FrameSeal> send_seal;
+  std::unique_ptr<FrameSeal> receive_seal;
+  size_t trailer_bytes = 0;  // After every frame's payload, both ways.
+  uint8_t trailer[kMaxSealBytes];
+  size_t trailer_got = 0;
   TcpLoop::Target target;
   std::deque<OutFrame> queue;
   uint32_t interest = 0;
@@ -167,10 +177,21 @@ void TcpChannel::CloseWithNotice(const absl::Status& why) {
       limits_.epoch);
   for (auto& stream : streams_) {
     Stream& s = *stream;
-    if (!s.fd.valid() || (!s.queue.empty() && s.queue.front().written > 0)) continue;
-    WriteFully(s.fd.get(), notice, absl::Now() + absl::Milliseconds(200)).IgnoreError();
+    if (!s.fd.valid() || !s.ready || (!s.queue.empty() && s.queue.front().sealed)) continue;
+    WriteNotice(s, notice);
   }
   Fail(why, /*notify=*/false);
+}
+
+void TcpChannel::WriteNotice(Stream& s, const std::vector<uint8_t>& frame) {
+  std::vector<uint8_t> sealed = frame;
+  if (s.send_seal != nullptr) {
+    s.send_seal->Begin();
+    s.send_seal->Update(frame);
+    sealed.resize(frame.size() + s.trailer_bytes);
+    s.send_seal->Finish(std::span<uint8_t>(sealed.data() + frame.size(), s.trailer_bytes));
+  }
+  s.io->WriteAll(sealed, s.fd.get(), absl::Now() + absl::Milliseconds(200)).IgnoreError();
 }
 
 absl::Status TcpChannel::status() const {
@@ -195,9 +216,16 @@ absl::Status TcpChannel::CanAttach(int index) const {
   return absl::OkStatus();
 }
 
-absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
+absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local,
+                                      StreamProtection protection) {
   if (absl::Status can = CanAttach(index); !can.ok()) return can;
   Stream& s = *streams_[index];
+  s.io = protection.io != nullptr ? std::move(protection.io) : std::make_unique<SocketIo>(fd.get());
+  if (protection.integrity != FrameIntegrity::kOff) {
+    s.send_seal = std::make_unique<FrameSeal>(protection.integrity, protection.send_key);
+    s.receive_seal = std::make_unique<FrameSeal>(protection.integrity, protection.receive_key);
+    s.trailer_bytes = s.send_seal->trailer_bytes();
+  }
   if (local) {
     // Pulls read the process the kernel says is at the other end; streams that disagree on it
     // (they cannot, unless a peer forwards them) turn pulls off.
@@ -218,8 +246,32 @@ absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local) {
   s.interest = EPOLLIN;
   loop_->Watch(s.fd.get(), &s.target, s.interest);
   ++attached_;
-  Write(s);
+  if (Ready(s)) Write(s);
   return absl::OkStatus();
+}
+
+bool TcpChannel::Ready(Stream& s) {
+  if (s.ready) return true;
+  absl::StatusOr<uint32_t> wants = s.io->Handshake();
+  if (!wants.ok()) {
+    Fail(Error(absl::StrFormat("stream %d: %s", s.index, wants.status().message())),
+         /*notify=*/true);
+    return false;
+  }
+  if (*wants != 0) {
+    if (*wants != s.interest) {
+      s.interest = *wants;
+      loop_->Modify(s.fd.get(), &s.target, s.interest);
+    }
+    return false;
+  }
+  s.ready = true;
+  if (!logged_protection_ && s.io->protection() != "none") {
+    logged_protection_ = true;
+    Logf("tcp", "%s: %s", description_, s.io->protection());
+  }
+  UpdateInterest(s);
+  return true;
 }
 
 void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request) {
@@ -464,7 +516,7 @@ void TcpChannel::Complete(uint64_t tag) {
 
 void TcpChannel::OnEvent(int stream, uint32_t events) {
   Stream& s = *streams_[stream];
-  if (!s.fd.valid()) return;
+  if (!s.fd.valid() || !Ready(s)) return;
   if (s.paused && (events & (EPOLLERR | EPOLLHUP))) {
     // Level-triggered hang-ups would spin while reading is paused: the stream is lost.
     Fail(Error("connection lost while a message waited for its receive"), !shutting_down_);
@@ -475,54 +527,72 @@ void TcpChannel::OnEvent(int stream, uint32_t events) {
 }
 
 void TcpChannel::UpdateInterest(Stream& s) {
+  if (!s.ready) return;  // The handshake says what it waits for.
   uint32_t interest = 0;
   if (!s.paused && !s.eof) interest |= EPOLLIN;
-  if (!s.queue.empty() || WantsStripe(s)) interest |= EPOLLOUT;
+  if (!s.queue.empty() || WantsStripe(s) || s.io->pending_output()) interest |= EPOLLOUT;
   if (interest != s.interest && s.fd.valid()) {
     s.interest = interest;
     loop_->Modify(s.fd.get(), &s.target, interest);
   }
 }
 
+void TcpChannel::Seal(Stream& s, OutFrame& f) {
+  f.sealed = true;
+  if (s.send_seal == nullptr) return;
+  s.send_seal->Begin();
+  s.send_seal->Update(f.header);
+  s.send_seal->Update(std::span<const uint8_t>(f.data, f.bytes));
+  s.send_seal->Finish(std::span<uint8_t>(f.trailer, s.trailer_bytes));
+}
+
 void TcpChannel::Write(Stream& s) {
   constexpr int kMaxIov = 64;
+  if (!s.ready) return;
+  if (s.io->pending_output()) {
+    IoResult flushed = s.io->Flush();
+    if (flushed.kind == IoResult::kFailed) {
+      LinkLost(s, absl::StrFormat("send failed: %s", flushed.error), /*read_side_closed=*/false);
+      return;
+    }
+  }
+  const uint64_t trailer = s.trailer_bytes;
   // One stripe per turn: streams that are all writable at once (after a burst of sends) share
   // the stripes, instead of the first one to run filling its buffer with them.
   bool took_stripe = false;
-  while (!s.queue.empty() || (!took_stripe && (took_stripe = TakeStripe(s)))) {
+  while (!s.io->pending_output() &&
+         (!s.queue.empty() || (!took_stripe && (took_stripe = TakeStripe(s))))) {
     iovec iov[kMaxIov];
     int n = 0;
-    for (auto it = s.queue.begin(); it != s.queue.end() && n + 2 <= kMaxIov; ++it) {
+    for (auto it = s.queue.begin(); it != s.queue.end() && n + 3 <= kMaxIov; ++it) {
+      if (!it->sealed) Seal(s, *it);
       uint64_t skip = it->written;
-      if (skip < kFrameHeaderBytes) {
-        iov[n++] = iovec{it->header + skip, kFrameHeaderBytes - skip};
+      auto add = [&](const uint8_t* part, uint64_t length) {
+        if (skip >= length) {
+          skip -= length;
+          return;
+        }
+        iov[n++] = iovec{const_cast<uint8_t*>(part) + skip, length - skip};
         skip = 0;
-      } else {
-        skip -= kFrameHeaderBytes;
-      }
-      if (it->bytes > skip) {
-        iov[n++] = iovec{const_cast<uint8_t*>(it->data) + skip, it->bytes - skip};
-      }
+      };
+      add(it->header, kFrameHeaderBytes);
+      add(it->data, it->bytes);
+      add(it->trailer, trailer);
     }
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = n;
-    const ssize_t sent = sendmsg(s.fd.get(), &msg, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EAGAIN || errno == EINTR) break;
-      LinkLost(s, absl::StrFormat("send failed: %s", std::strerror(errno)),
-               /*read_side_closed=*/false);
+    const IoResult sent = s.io->Write(std::span<const iovec>(iov, n));
+    if (sent.kind == IoResult::kWouldBlock) break;
+    if (sent.kind != IoResult::kDone) {
+      LinkLost(s, absl::StrFormat("send failed: %s", sent.error), /*read_side_closed=*/false);
       return;
     }
-    uint64_t left = static_cast<uint64_t>(sent);
-    while (left > 0 || (!s.queue.empty() &&
-                        s.queue.front().written == kFrameHeaderBytes + s.queue.front().bytes)) {
+    uint64_t left = sent.bytes;
+    while (!s.queue.empty()) {
       OutFrame& f = s.queue.front();
-      const uint64_t need = kFrameHeaderBytes + f.bytes - f.written;
-      const uint64_t take = std::min(need, left);
+      const uint64_t length = kFrameHeaderBytes + f.bytes + trailer;
+      const uint64_t take = std::min(length - f.written, left);
       f.written += take;
       left -= take;
-      if (f.written < kFrameHeaderBytes + f.bytes) break;
+      if (f.written < length) break;
       if (f.op != nullptr) bytes_sent_.fetch_add(f.bytes, std::memory_order_relaxed);
       if (f.op != nullptr && --f.op->stripes_left == 0) {
         messages_sent_.fetch_add(1, std::memory_order_relaxed);
@@ -531,19 +601,25 @@ void TcpChannel::Write(Stream& s) {
       s.queue.pop_front();
     }
   }
-  if (s.queue.empty() && s.said_goodbye) shutdown(s.fd.get(), SHUT_WR);
+  if (s.queue.empty() && s.said_goodbye && !s.io->pending_output()) {
+    shutdown(s.fd.get(), SHUT_WR);
+  }
   UpdateInterest(s);
 }
 
 void TcpChannel::Read(Stream& s) {
+  if (!s.ready) return;
   uint64_t budget = 16 << 20;  // Bytes per event, so other streams get their turn.
-  while (budget > 0 && !failed_ && !s.paused) {
+  // Bytes TLS already took from the socket are read even past the budget: the socket will not
+  // say again that they are there.
+  while ((budget > 0 || s.io->buffered()) && !failed_ && !s.paused) {
     if (!s.have_header) {
-      const ssize_t n =
-          recv(s.fd.get(), s.header_bytes + s.header_got, kFrameHeaderBytes - s.header_got, 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+      const IoResult r =
+          s.io->Read(s.header_bytes + s.header_got, kFrameHeaderBytes - s.header_got);
+      if (r.kind == IoResult::kWouldBlock) return;
+      if (r.kind != IoResult::kDone) {
         const std::string cause =
-            n == 0 ? "connection closed by peer" : std::string(std::strerror(errno));
+            r.kind == IoResult::kClosed ? "connection closed by peer" : r.error;
         if (s.got_goodbye || shutting_down_) {
           s.eof = true;
           UpdateInterest(s);
@@ -556,8 +632,7 @@ void TcpChannel::Read(Stream& s) {
                  /*read_side_closed=*/true);
         return;
       }
-      if (n < 0) return;
-      s.header_got += static_cast<size_t>(n);
+      s.header_got += r.bytes;
       if (s.header_got < kFrameHeaderBytes) continue;
       absl::StatusOr<FrameHeader> header =
           DecodeFrameHeader(s.header_bytes, limits_.max_frame_bytes);
@@ -570,14 +645,15 @@ void TcpChannel::Read(Stream& s) {
              /*notify=*/true);
         return;
       }
-      s.header = *header;
-      if (header->type == FrameType::kLeave && header->payload_bytes == 0) {
-        s.header_got = 0;
-        s.got_goodbye = true;
-        continue;
+      if (s.receive_seal != nullptr) {
+        s.receive_seal->Begin();
+        s.receive_seal->Update(s.header_bytes);
       }
+      s.header = *header;
       s.have_header = true;
-      if (header->type == FrameType::kData) {
+      if (header->type == FrameType::kLeave && header->payload_bytes == 0) {
+        s.remaining = 0;  // A goodbye: handled once its trailer checks out.
+      } else if (header->type == FrameType::kData) {
         if (!Route(s)) return;
       } else if (header->type == FrameType::kLeave || header->type == FrameType::kRendezvous ||
                  header->type == FrameType::kRendezvousDone) {
@@ -599,28 +675,56 @@ void TcpChannel::Read(Stream& s) {
     }
     if (s.remaining > 0) {
       if (s.discarding && discard_sink_.empty()) discard_sink_.resize(64 << 10);
-      const ssize_t n =
-          s.discarding ? recv(s.fd.get(), discard_sink_.data(),
-                              std::min<uint64_t>({s.remaining, budget, discard_sink_.size()}), 0)
-                       : recv(s.fd.get(), s.dest, std::min(s.remaining, budget), 0);
-      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        LinkLost(s,
-                 absl::StrFormat("%s inside a %d-byte frame (%d bytes missing)",
-                                 n == 0 ? "connection closed by peer" : std::strerror(errno),
-                                 s.header.payload_bytes, s.remaining),
-                 /*read_side_closed=*/true);
+      uint8_t* to = s.discarding ? discard_sink_.data() : s.dest;
+      uint64_t want = std::min(s.remaining, std::max<uint64_t>(budget, 64 << 10));
+      if (s.discarding) want = std::min<uint64_t>(want, discard_sink_.size());
+      const IoResult r = s.io->Read(to, want);
+      if (r.kind == IoResult::kWouldBlock) return;
+      if (r.kind != IoResult::kDone) {
+        LinkLost(
+            s,
+            absl::StrFormat("%s inside a %d-byte frame (%d bytes missing)",
+                            r.kind == IoResult::kClosed ? "connection closed by peer" : r.error,
+                            s.header.payload_bytes, s.remaining),
+            /*read_side_closed=*/true);
         return;
       }
-      if (n < 0) return;
-      if (!s.discarding) s.dest += n;
-      s.remaining -= static_cast<uint64_t>(n);
-      budget -= std::min<uint64_t>(budget, static_cast<uint64_t>(n));
+      if (s.receive_seal != nullptr) s.receive_seal->Update(std::span<const uint8_t>(to, r.bytes));
+      if (!s.discarding) s.dest += r.bytes;
+      s.remaining -= r.bytes;
+      budget -= std::min<uint64_t>(budget, r.bytes);
       if (s.header.type == FrameType::kData) {
-        bytes_received_.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+        bytes_received_.fetch_add(r.bytes, std::memory_order_relaxed);
       }
     }
-    if (s.remaining == 0) FinishStripe(s);
+    if (s.remaining == 0 && ReadTrailer(s)) FinishStripe(s);
   }
+}
+
+bool TcpChannel::ReadTrailer(Stream& s) {
+  while (s.trailer_got < s.trailer_bytes) {
+    const IoResult r = s.io->Read(s.trailer + s.trailer_got, s.trailer_bytes - s.trailer_got);
+    if (r.kind == IoResult::kWouldBlock) return false;
+    if (r.kind != IoResult::kDone) {
+      LinkLost(s,
+               absl::StrFormat("%s inside a frame's seal",
+                               r.kind == IoResult::kClosed ? "connection closed by peer" : r.error),
+               /*read_side_closed=*/true);
+      return false;
+    }
+    s.trailer_got += r.bytes;
+  }
+  if (s.receive_seal != nullptr &&
+      !s.receive_seal->Verify(std::span<const uint8_t>(s.trailer, s.trailer_bytes))) {
+    Fail(Error(absl::StrFormat(
+             "stream %d: a %s frame (tag %#x) failed its integrity check (%s): it was changed "
+             "on the way or forged",
+             s.index, FrameTypeName(s.header.type), s.header.tag,
+             FrameIntegrityName(s.receive_seal->integrity()))),
+         /*notify=*/true);
+    return false;
+  }
+  return true;
 }
 
 void TcpChannel::LinkLost(Stream& s, const std::string& cause, bool read_side_closed) {
@@ -695,6 +799,11 @@ bool TcpChannel::Route(Stream& s) {
 void TcpChannel::FinishStripe(Stream& s) {
   s.have_header = false;
   s.header_got = 0;
+  s.trailer_got = 0;
+  if (s.header.type == FrameType::kLeave && s.header.payload_bytes == 0) {
+    s.got_goodbye = true;
+    return;
+  }
   if (s.header.type != FrameType::kData) {
     OnControlFrame(s);
     return;
@@ -879,7 +988,7 @@ void TcpChannel::DoDiscard(uint64_t floor, const absl::Status& why) {
   // A send completes once none of its stripes is being written: stripes not yet begun are dropped,
   // those half on the wire finish (the receiver drops them), and then the request fails.
   auto drop = [&](OutFrame& f) {
-    if (!f.abandonable || !Stale(f.tag) || f.written > 0) return false;
+    if (!f.abandonable || !Stale(f.tag) || f.sealed) return false;
     if (f.op != nullptr) {
       f.op->outcome = why;
       if (--f.op->stripes_left == 0) f.op->request->Complete(why);

@@ -13,9 +13,11 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "core/frame.h"
+#include "core/frame_seal.h"
 #include "core/mutex.h"
 #include "core/socket.h"
 #include "transports/tcp/cma.h"
+#include "transports/tcp/stream_io.h"
 #include "transports/transport.h"
 
 namespace hmc {
@@ -38,6 +40,17 @@ struct TcpLimits {
   // answering keepalive probes for this long, fails (TCP_USER_TIMEOUT, SO_KEEPALIVE): a vanished
   // host or a link that silently drops everything. Zero: the kernel's defaults (minutes).
   absl::Duration liveness_timeout = absl::ZeroDuration();
+  // What seals the frames of TCP streams that TLS does not protect.
+  FrameIntegrity integrity = FrameIntegrity::kMac;
+};
+
+// How one stream is protected: the path of its bytes (TLS, or the socket as it is) and the seals
+// of its frames (both directions' keys come from the stream's handshake).
+struct StreamProtection {
+  std::unique_ptr<StreamIo> io;  // Null: the socket as it is.
+  FrameIntegrity integrity = FrameIntegrity::kOff;
+  std::string send_key;
+  std::string receive_key;
 };
 
 // One peer's link: `streams` TCP connections, with large messages striped across them. The
@@ -77,7 +90,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   // Whether stream `index` is free to attach.
   absl::Status CanAttach(int index) const;
   // `local`: a Unix domain socket to a peer on this host.
-  absl::Status AttachStream(int index, UniqueFd fd, bool local);
+  absl::Status AttachStream(int index, UniqueFd fd, bool local, StreamProtection protection);
   bool connected() const { return attached_ == static_cast<int>(streams_.size()); }
   void OnEvent(int stream, uint32_t events);
   void Fail(const absl::Status& why, bool notify);
@@ -120,8 +133,16 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   bool WantsStripe(const Stream& s) const;
   // Gives `s` the next unassigned stripe if it has nothing left to write; false if it did not.
   bool TakeStripe(Stream& s);
+  // Runs the stream's TLS handshake on; true once data may flow.
+  bool Ready(Stream& s);
+  // Seals `f` as the next frame of `s`: from then on it must go out, in this order.
+  void Seal(Stream& s, OutFrame& f);
+  // Writes a last notice on `s` at once (CloseWithNotice), sealed like any frame.
+  void WriteNotice(Stream& s, const std::vector<uint8_t>& frame);
   void Write(Stream& s);
   void Read(Stream& s);
+  // Reads the trailer of the stream's current frame and checks it; false if not done (yet).
+  bool ReadTrailer(Stream& s);
   // Finds where the payload of the stream's current header goes; false if the stream must pause.
   bool Route(Stream& s);
   void FinishStripe(Stream& s);
@@ -171,6 +192,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   bool shutting_down_ = false;
   bool draining_ = false;
   bool peer_closed_ = false;  // Goodbye and end of stream on every stream.
+  bool logged_protection_ = false;
 
   mutable Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

@@ -26,6 +26,9 @@ namespace hmc {
 struct TcpTransport::Handshake {
   UniqueFd fd;
   std::string peer;
+  // Both ends of a TCP connection (not for local sockets): whether TLS is wanted on it.
+  std::optional<SocketAddress> self_address;
+  std::optional<SocketAddress> peer_address;
   std::string nonce;
   FrameParser parser{kMaxHandshakePayloadBytes};
   absl::Time accepted;
@@ -55,6 +58,9 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
   absl::StatusOr<SocketAddress> bind = SocketAddress::Parse(config.bind);
   if (!bind.ok()) return bind.status();
   std::unique_ptr<TcpTransport> t(new TcpTransport(config));
+  absl::StatusOr<std::unique_ptr<TlsContext>> tls = TlsContext::Create(config.tls);
+  if (!tls.ok()) return tls.status();
+  t->tls_ = std::move(*tls);
   absl::StatusOr<UniqueFd> listener = ListenTcp(*bind, 1024, config.socket_buffer_bytes);
   if (!listener.ok()) return listener.status();
   if (absl::Status s = SetCongestionControl(listener->get(), config.tcp_congestion); !s.ok()) {
@@ -225,6 +231,11 @@ void TcpTransport::Accept(AcceptGate& gate, bool local) {
     h->fd = std::move(*accepted);
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(fd);
     h->peer = local ? "a local socket" : peer.ok() ? peer->ToString() : "unknown peer";
+    absl::StatusOr<SocketAddress> self = SocketAddress::LocalOf(fd);
+    if (!local && peer.ok() && self.ok()) {
+      h->peer_address = *peer;
+      h->self_address = *self;
+    }
     h->local = local;
     h->nonce = RandomNonce();
     h->accepted = absl::Now();
@@ -291,10 +302,35 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
                                        config_.limits.streams));
     return;
   }
+  if (hello->integrity != static_cast<uint8_t>(config_.limits.integrity)) {
+    RejectHandshake(
+        h, absl::StrFormat("mismatched settings: peer has integrity %d, this rank %s",
+                           hello->integrity, FrameIntegrityName(config_.limits.integrity)));
+    return;
+  }
+  // TLS where either end wants it; a hello that leaves it out where this rank wants it is refused
+  // (the proof covers the flag: nobody on the way can have removed it).
+  if (hello->tls && h.local) {
+    RejectHandshake(h, "TLS asked for on a local socket");
+    return;
+  }
+  if (!hello->tls && !h.local &&
+      (!h.peer_address.has_value() ||
+       WantsTls(config_.tls.mode, *h.self_address, *h.peer_address))) {
+    RejectHandshake(h, "this rank requires TLS on this link (option tls)");
+    return;
+  }
   // Everything that could refuse the stream is checked before PeerAccept goes out: a connector
   // that is told it was accepted must be attached.
   if (absl::Status s = CheckInbound(hello->rank, hello->to_rank, hello->stream); !s.ok()) {
     RejectHandshake(h, std::string(s.message()));
+    return;
+  }
+  absl::StatusOr<StreamProtection> protection =
+      Protect(h.fd.get(), h.local, hello->tls, DeriveStreamSecrets(config_.token, *hello, h.nonce),
+              /*connector=*/false);
+  if (!protection.ok()) {
+    RejectHandshake(h, std::string(protection.status().message()));
     return;
   }
   if (!WriteControlFrame(h.fd.get(), FrameType::kPeerAccept,
@@ -310,8 +346,8 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
   const std::string peer = h.peer;
   const bool local = h.local;
   handshakes_.erase(fd);
-  if (absl::Status s =
-          AttachInbound(hello->rank, hello->to_rank, hello->stream, std::move(owned), local);
+  if (absl::Status s = AttachInbound(hello->rank, hello->to_rank, hello->stream, std::move(owned),
+                                     local, std::move(*protection));
       !s.ok()) {
     rejections_.Add(peer, std::string(s.message()));
   }
@@ -347,15 +383,35 @@ absl::Status TcpTransport::CheckInbound(int rank, int to_rank, int stream) const
   return absl::OkStatus();
 }
 
-absl::Status TcpTransport::AttachInbound(int rank, int to_rank, int stream, UniqueFd fd,
-                                         bool local) {
+absl::StatusOr<StreamProtection> TcpTransport::Protect(int fd, bool local, bool tls,
+                                                       const StreamSecrets& secrets,
+                                                       bool connector) const {
+  StreamProtection protection;
+  if (local) return protection;  // The same host: the kernel carries the bytes.
+  if (tls) {
+    absl::StatusOr<std::unique_ptr<StreamIo>> io = tls_->Wrap(fd, !connector, secrets.tls_psk);
+    if (!io.ok()) return io.status();
+    protection.io = std::move(*io);
+    return protection;
+  }
+  protection.integrity = config_.limits.integrity;
+  protection.send_key = connector ? secrets.to_acceptor : secrets.to_connector;
+  protection.receive_key = connector ? secrets.to_connector : secrets.to_acceptor;
+  return protection;
+}
+
+absl::Status TcpTransport::AttachInbound(int rank, int to_rank, int stream, UniqueFd fd, bool local,
+                                         StreamProtection protection) {
   if (absl::Status s = CheckInbound(rank, to_rank, stream); !s.ok()) return s;
   if (channels_.empty() || rank >= static_cast<int>(channels_.size()) ||
       channels_[rank] == nullptr) {
-    early_.try_emplace({rank, stream}, EarlyStream{std::move(fd), local, to_rank});
+    early_.try_emplace({rank, stream},
+                       EarlyStream{std::move(fd), local, to_rank, std::move(protection)});
     return absl::OkStatus();
   }
-  if (absl::Status s = channels_[rank]->AttachStream(stream, std::move(fd), local); !s.ok()) {
+  if (absl::Status s =
+          channels_[rank]->AttachStream(stream, std::move(fd), local, std::move(protection));
+      !s.ok()) {
     return absl::Status(s.code(), absl::StrFormat("rank %d: %s", rank, s.message()));
   }
   UpdateConnected();
@@ -433,8 +489,12 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
     fd = ConnectTcp(*address, deadline, config_.socket_buffer_bytes);
   }
   if (!fd.ok()) return fd.status();
+  bool tls = false;
   if (!local) {
     if (absl::Status s = SetCongestionControl(fd->get(), config_.tcp_congestion); !s.ok()) return s;
+    absl::StatusOr<SocketAddress> self = SocketAddress::LocalOf(fd->get());
+    absl::StatusOr<SocketAddress> to = SocketAddress::PeerOf(fd->get());
+    tls = !self.ok() || !to.ok() || WantsTls(config_.tls.mode, *self, *to);
   }
   PeerHello hello;
   hello.world_id = config_.world_id;
@@ -443,13 +503,21 @@ absl::Status TcpTransport::ConnectStream(const PeerAddress& peer, int rank, int 
   hello.stream = static_cast<uint16_t>(stream);
   hello.streams = static_cast<uint16_t>(config_.limits.streams);
   hello.epoch = config_.limits.epoch;
-  if (absl::Status s = ConnectorHandshake(fd->get(), hello, config_.token, deadline); !s.ok()) {
-    return s;
-  }
+  hello.integrity = static_cast<uint8_t>(config_.limits.integrity);
+  hello.tls = tls;
+  absl::StatusOr<StreamSecrets> secrets =
+      ConnectorHandshake(fd->get(), hello, config_.token, deadline);
+  if (!secrets.ok()) return secrets.status();
+  absl::StatusOr<StreamProtection> protection =
+      Protect(fd->get(), local, tls, *secrets, /*connector=*/true);
+  if (!protection.ok()) return protection.status();
   auto owned = std::make_shared<UniqueFd>(std::move(*fd));
-  Post([this, r = peer.rank, stream, owned, local] {
+  auto guard = std::make_shared<StreamProtection>(std::move(*protection));
+  Post([this, r = peer.rank, stream, owned, local, guard] {
     if (channels_.empty() || channels_[r] == nullptr) return;
-    if (absl::Status s = channels_[r]->AttachStream(stream, std::move(*owned), local); !s.ok()) {
+    if (absl::Status s =
+            channels_[r]->AttachStream(stream, std::move(*owned), local, std::move(*guard));
+        !s.ok()) {
       Logf("tcp", "rank %d: attaching stream %d to rank %d: %s", rank_, stream, r, s.message());
     }
     UpdateConnected();
@@ -462,8 +530,8 @@ void TcpTransport::AttachEarly(int rank) {
     EarlyStream early = std::move(it->second);
     const int stream = it->first.second;
     it = early_.erase(it);
-    if (absl::Status s =
-            AttachInbound(rank, early.to_rank, stream, std::move(early.fd), early.local);
+    if (absl::Status s = AttachInbound(rank, early.to_rank, stream, std::move(early.fd),
+                                       early.local, std::move(early.protection));
         !s.ok()) {
       rejections_.Add(absl::StrFormat("rank %d stream %d", rank, stream), std::string(s.message()));
     }

@@ -14,8 +14,10 @@
 #include "core/mutex.h"
 #include "core/rejection_log.h"
 #include "core/socket.h"
+#include "transports/tcp/handshake.h"
 #include "transports/tcp/tcp_channel.h"
 #include "transports/tcp/tcp_loop.h"
+#include "transports/tcp/tls.h"
 #include "transports/transport.h"
 
 namespace hmc {
@@ -33,6 +35,9 @@ struct TcpTransportConfig {
   // namespace (the same host, outside any emulator) connect there: about twice TCP loopback's
   // throughput, same framing and handshake.
   bool local_sockets = true;
+  // TLS on TCP streams (never on local sockets); where it is off, frames carry
+  // `limits.integrity`'s seal instead.
+  TlsConfig tls;
   TcpLimits limits;
 };
 
@@ -77,7 +82,11 @@ class TcpTransport final : public Transport, private TcpLoop {
   // Whether stream `stream` from `rank`, which dialed `to_rank`, may attach now (the handshake
   // asks before accepting; streams that arrived before this rank knew its own are asked again).
   absl::Status CheckInbound(int rank, int to_rank, int stream) const;
-  absl::Status AttachInbound(int rank, int to_rank, int stream, UniqueFd fd, bool local);
+  absl::Status AttachInbound(int rank, int to_rank, int stream, UniqueFd fd, bool local,
+                             StreamProtection protection);
+  // What protects a stream that passed its handshake: TLS, frame seals, or (local) nothing.
+  absl::StatusOr<StreamProtection> Protect(int fd, bool local, bool tls,
+                                           const StreamSecrets& secrets, bool connector) const;
   // Attaches the streams that waited in early_ for `rank`'s channel.
   void AttachEarly(int rank);
   void CheckHandshakeDeadlines();
@@ -95,6 +104,7 @@ class TcpTransport final : public Transport, private TcpLoop {
   void OnChannelFailed(int rank, const absl::Status& why) override;
 
   const TcpTransportConfig config_;
+  std::unique_ptr<TlsContext> tls_;
   SocketAddress address_;
   std::string published_;
   UniqueFd listener_;
@@ -118,6 +128,7 @@ class TcpTransport final : public Transport, private TcpLoop {
     UniqueFd fd;
     bool local;
     int to_rank;
+    StreamProtection protection;
   };
   std::map<std::pair<int, int>, EarlyStream> early_;  // (rank, stream) ->
   uint64_t unexpected_bytes_ = 0;
