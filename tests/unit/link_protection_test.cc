@@ -79,41 +79,47 @@ INSTANTIATE_TEST_SUITE_P(Protections, ProtectedLinkTest,
                                          Protection::kOff),
                          [](const auto& info) { return Name(info.param); });
 
+// Rank 0 (the acceptor) and rank 1 (the connector), each with its own settings, connect.
+struct Pair {
+  std::unique_ptr<TcpTransport> acceptor, connector;  // Outlive the channels below.
+  absl::StatusOr<std::vector<std::shared_ptr<Channel>>> accepted, connected;
+
+  Pair(const TcpTransportConfig& acceptor_config, const TcpTransportConfig& connector_config,
+       absl::Duration wait) {
+    auto a = TcpTransport::Create(acceptor_config);
+    auto c = TcpTransport::Create(connector_config);
+    EXPECT_TRUE(a.ok() && c.ok());
+    if (!a.ok() || !c.ok()) return;
+    acceptor = std::move(*a);
+    connector = std::move(*c);
+    const std::vector<PeerAddress> peers = {{0, acceptor->address(), "rank 0"},
+                                            {1, connector->address(), "rank 1"}};
+    std::thread accept([&] { accepted = acceptor->ConnectAll(0, peers, absl::Now() + wait); });
+    connected = connector->ConnectAll(1, peers, absl::Now() + wait);
+    accept.join();
+  }
+};
+
 TEST(LinkProtection, MismatchedSettingsAreRefusedNamingBoth) {
-  TcpTransportConfig config = Config("127.0.0.1:0", 1, kToken, /*local_sockets=*/false);
-  Apply(Protection::kMac, config);
-  auto acceptor = TcpTransport::Create(config);
-  ASSERT_TRUE(acceptor.ok()) << acceptor.status();
-  Apply(Protection::kCrc, config);
-  auto connector = TcpTransport::Create(config);
-  ASSERT_TRUE(connector.ok()) << connector.status();
-  config.tls.mode = TlsMode::kOff;
-  const std::vector<PeerAddress> peers = {{0, (*acceptor)->address(), "rank 0"},
-                                          {1, (*connector)->address(), "rank 1"}};
-  std::thread accept(
-      [&] { (*acceptor)->ConnectAll(0, peers, absl::Now() + absl::Seconds(3)).IgnoreError(); });
-  auto channels = (*connector)->ConnectAll(1, peers, absl::Now() + absl::Seconds(3));
-  accept.join();
-  ASSERT_FALSE(channels.ok());
-  EXPECT_TRUE(absl::StrContains(channels.status().message(), "integrity")) << channels.status();
+  TcpTransportConfig mac = Config("127.0.0.1:0", 1, kToken, /*local_sockets=*/false);
+  Apply(Protection::kMac, mac);
+  TcpTransportConfig crc = mac;
+  Apply(Protection::kCrc, crc);
+  Pair pair(mac, crc, absl::Seconds(3));
+  ASSERT_FALSE(pair.connected.ok());
+  EXPECT_TRUE(absl::StrContains(pair.connected.status().message(), "integrity"))
+      << pair.connected.status();
 }
 
 TEST(LinkProtection, ALinkThatMustRunTlsRefusesAPeerThatOffersNone) {
-  auto acceptor_config = Config("127.0.0.1:0", 1, kToken, /*local_sockets=*/false);
-  acceptor_config.tls.mode = TlsMode::kOn;
-  auto connector_config = acceptor_config;
-  connector_config.tls.mode = TlsMode::kOff;
-  auto acceptor = TcpTransport::Create(acceptor_config);
-  auto connector = TcpTransport::Create(connector_config);
-  ASSERT_TRUE(acceptor.ok() && connector.ok());
-  const std::vector<PeerAddress> peers = {{0, (*acceptor)->address(), "rank 0"},
-                                          {1, (*connector)->address(), "rank 1"}};
-  std::thread accept(
-      [&] { (*acceptor)->ConnectAll(0, peers, absl::Now() + absl::Seconds(3)).IgnoreError(); });
-  auto channels = (*connector)->ConnectAll(1, peers, absl::Now() + absl::Seconds(3));
-  accept.join();
-  ASSERT_FALSE(channels.ok());
-  EXPECT_TRUE(absl::StrContains(channels.status().message(), "requires TLS")) << channels.status();
+  TcpTransportConfig tls = Config("127.0.0.1:0", 1, kToken, /*local_sockets=*/false);
+  tls.tls.mode = TlsMode::kOn;
+  TcpTransportConfig plain = tls;
+  plain.tls.mode = TlsMode::kOff;
+  Pair pair(tls, plain, absl::Seconds(3));
+  ASSERT_FALSE(pair.connected.ok());
+  EXPECT_TRUE(absl::StrContains(pair.connected.status().message(), "requires TLS"))
+      << pair.connected.status();
 }
 
 // Certificates made with the openssl command: one authority the ranks trust, and another.
@@ -177,21 +183,12 @@ TEST(LinkProtection, CertificatesFromTheTrustedAuthorityConnectAndOthersAreRefus
   acceptor_config.tls = certificates.For("rank0");
   auto connector_config = acceptor_config;
   connector_config.tls = certificates.For("stranger");
-  auto acceptor = TcpTransport::Create(acceptor_config);
-  auto connector = TcpTransport::Create(connector_config);
-  ASSERT_TRUE(acceptor.ok() && connector.ok());
-  const std::vector<PeerAddress> peers = {{0, (*acceptor)->address(), "rank 0"},
-                                          {1, (*connector)->address(), "rank 1"}};
-  absl::StatusOr<std::vector<std::shared_ptr<Channel>>> accepted;
-  std::thread accept(
-      [&] { accepted = (*acceptor)->ConnectAll(0, peers, absl::Now() + absl::Seconds(5)); });
-  auto connected = (*connector)->ConnectAll(1, peers, absl::Now() + absl::Seconds(5));
-  accept.join();
+  Pair pair(acceptor_config, connector_config, absl::Seconds(5));
   // The hmc handshake passed (the token is right), so both sides have channels; TLS then fails.
-  ASSERT_TRUE(accepted.ok()) << accepted.status();
+  ASSERT_TRUE(pair.accepted.ok()) << pair.accepted.status();
   std::vector<uint8_t> into(16);
   absl::Status s =
-      (*accepted)[1]->Recv(1, into.data(), into.size())->Wait(absl::Now() + absl::Seconds(10));
+      (*pair.accepted)[1]->Recv(1, into.data(), into.size())->Wait(absl::Now() + absl::Seconds(10));
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(absl::StrContains(s.message(), "rank 1")) << s;
   EXPECT_TRUE(absl::StrContains(s.message(), "TLS handshake failed")) << s;
