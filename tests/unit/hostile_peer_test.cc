@@ -4,6 +4,7 @@
 #include "tests/testing/hostile_peer.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -120,6 +121,43 @@ FrameHeader DataHeader(uint64_t tag, uint64_t total, uint16_t stripes, uint16_t 
   h.stripe = stripe;
   h.payload_bytes = payload;
   return h;
+}
+
+absl::Duration ProcessCpuTime() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return absl::DurationFromTimeval(usage.ru_utime) + absl::DurationFromTimeval(usage.ru_stime);
+}
+
+// A frame whose seal is late (a slow or lossy path splits it across packets): the victim waits
+// for the rest without spinning, then takes the message. The receive loop used to retry the seal
+// at once when it would block, a busy loop for as long as the seal was on its way (on a 250 ms
+// path, long enough to starve the host).
+TEST(HostilePeer, ASealThatArrivesLateIsWaitedForWithoutSpinning) {
+  HostileMesh mesh;
+  const std::vector<uint8_t> payload(4096, 0x3c);
+  const std::vector<uint8_t> frame =
+      mesh.to_victim[0].Frame(DataHeader(4, payload.size(), 1, 0, payload.size()), payload);
+  ASSERT_EQ(frame.size(), kFrameHeaderBytes + payload.size() + 16);  // A 16-byte MAC.
+  std::vector<uint8_t> into(payload.size());
+  auto recv = mesh.channels[0][2]->Recv(4, into.data(), into.size());
+  const size_t held_back = 5;
+  ASSERT_TRUE(WriteFully(mesh.to_victim[0].fd.get(),
+                         std::span<const uint8_t>(frame.data(), frame.size() - held_back),
+                         absl::Now() + absl::Seconds(10))
+                  .ok());
+  const absl::Duration cpu_before = ProcessCpuTime();
+  absl::SleepFor(absl::Milliseconds(500));
+  // Idle threads use next to nothing; one spinning thread would use most of the half second.
+  EXPECT_LT(ProcessCpuTime() - cpu_before, absl::Milliseconds(250));
+  ASSERT_TRUE(
+      WriteFully(mesh.to_victim[0].fd.get(),
+                 std::span<const uint8_t>(frame.data() + frame.size() - held_back, held_back),
+                 absl::Now() + absl::Seconds(10))
+          .ok());
+  ASSERT_TRUE(recv->Wait(absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_EQ(into, payload);
+  mesh.ExpectVictimStillServes();
 }
 
 // total_bytes near 2^64 used to wrap StripeOf's arithmetic into an empty stripe that passed the

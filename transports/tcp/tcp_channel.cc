@@ -697,7 +697,10 @@ void TcpChannel::Read(Stream& s) {
         bytes_received_.fetch_add(r.bytes, std::memory_order_relaxed);
       }
     }
-    if (s.remaining == 0 && ReadTrailer(s)) FinishStripe(s);
+    if (s.remaining > 0) continue;
+    // Not yet there (or bad, and the channel failed): the socket says when more arrives.
+    if (!ReadTrailer(s)) return;
+    FinishStripe(s);
   }
 }
 

@@ -141,7 +141,8 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   void WriteNotice(Stream& s, const std::vector<uint8_t>& frame);
   void Write(Stream& s);
   void Read(Stream& s);
-  // Reads the trailer of the stream's current frame and checks it; false if not done (yet).
+  // Reads the trailer of the stream's current frame and checks it; false if it has not all
+  // arrived yet or the check failed (then the channel failed).
   bool ReadTrailer(Stream& s);
   // Finds where the payload of the stream's current header goes; false if the stream must pause.
   bool Route(Stream& s);
