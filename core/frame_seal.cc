@@ -122,6 +122,14 @@ void FrameSeal::Finish(std::span<uint8_t> trailer) {
   }
 }
 
+void FrameSeal::Append(std::vector<uint8_t>& frame) {
+  Begin();
+  Update(frame);
+  const size_t length = frame.size();
+  frame.resize(length + trailer_bytes());
+  Finish(std::span<uint8_t>(frame.data() + length, trailer_bytes()));
+}
+
 bool FrameSeal::Verify(std::span<const uint8_t> trailer) {
   uint8_t expected[kMaxSealBytes];
   const size_t n = trailer_bytes();

@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -42,6 +43,8 @@ class FrameSeal {
   void Update(std::span<const uint8_t> bytes);
   // Writes trailer_bytes() bytes.
   void Finish(std::span<uint8_t> trailer);
+  // Seals a whole frame at once: appends its trailer to `frame`.
+  void Append(std::vector<uint8_t>& frame);
   // Whether `trailer` is what Finish would have written (constant time).
   bool Verify(std::span<const uint8_t> trailer);
 

@@ -43,13 +43,7 @@ struct HostileStream {
     EncodeFrameHeader(header,
                       std::span<uint8_t, kFrameHeaderBytes>(bytes.data(), kFrameHeaderBytes));
     bytes.insert(bytes.end(), payload.begin(), payload.end());
-    if (seal != nullptr) {
-      seal->Begin();
-      seal->Update(bytes);
-      bytes.resize(bytes.size() + seal->trailer_bytes());
-      seal->Finish(std::span<uint8_t>(bytes.data() + bytes.size() - seal->trailer_bytes(),
-                                      seal->trailer_bytes()));
-    }
+    if (seal != nullptr) seal->Append(bytes);
     return bytes;
   }
 };

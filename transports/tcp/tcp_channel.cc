@@ -185,12 +185,7 @@ void TcpChannel::CloseWithNotice(const absl::Status& why) {
 
 void TcpChannel::WriteNotice(Stream& s, const std::vector<uint8_t>& frame) {
   std::vector<uint8_t> sealed = frame;
-  if (s.send_seal != nullptr) {
-    s.send_seal->Begin();
-    s.send_seal->Update(frame);
-    sealed.resize(frame.size() + s.trailer_bytes);
-    s.send_seal->Finish(std::span<uint8_t>(sealed.data() + frame.size(), s.trailer_bytes));
-  }
+  if (s.send_seal != nullptr) s.send_seal->Append(sealed);
   s.io->WriteAll(sealed, s.fd.get(), absl::Now() + absl::Milliseconds(200)).IgnoreError();
 }
 
