@@ -80,7 +80,7 @@ int FindPsk(SSL* ssl, const unsigned char* id, size_t id_length, SSL_SESSION** s
 
 class TlsIo final : public StreamIo {
  public:
-  TlsIo(SSL* ssl, int fd, std::string psk) : ssl_(ssl), fd_(fd), psk_(std::move(psk)) {
+  TlsIo(SSL* ssl, int fd, std::string psk) : ssl_(ssl), psk_(std::move(psk)), socket_(fd) {
     SSL_set_app_data(ssl_, &psk_);
   }
   ~TlsIo() override { SSL_free(ssl_); }
@@ -176,9 +176,8 @@ class TlsIo final : public StreamIo {
   }
 
   SSL* const ssl_;
-  const int fd_;
   const std::string psk_;  // SSL_get_app_data points here.
-  SocketIo socket_{fd_};
+  SocketIo socket_;        // Writes once the kernel seals (kernel TLS).
   bool kernel_send_ = false;
   bool kernel_receive_ = false;
   std::vector<uint8_t> staged_;  // Taken by Write, not yet sealed and sent.
