@@ -139,6 +139,12 @@ void Coordinator::Loop() {
     }
     CheckTimers();
   }
+  // The listener goes before the connections: a rank that sees its connection close and redials
+  // at once must be refused, not race a listener that is closing (Linux then drops the SYN
+  // silently and the rank waits a whole SYN retransmission, a second, to reach a restarted
+  // coordinator).
+  accept_.reset();
+  listener_.Reset();
   connections_.clear();
 }
 

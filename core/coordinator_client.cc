@@ -162,6 +162,10 @@ absl::Status CoordinatorClient::Reconnect() {
     }
     absl::StatusOr<Welcome> welcome = Handshake(dialed->first.get(), dialed->second, epoch, members,
                                                 absl::Now() + absl::Seconds(10));
+    if (absl::IsUnavailable(welcome.status())) {
+      last = welcome.status();  // The connection broke (a coordinator restarting again): redial.
+      continue;
+    }
     if (!welcome.ok()) return welcome.status();  // Refused: this rank is no longer a member.
     {
       MutexLock lock(&write_mu_);
