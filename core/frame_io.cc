@@ -21,20 +21,31 @@ std::vector<uint8_t> EncodeControlFrame(FrameType type, std::span<const uint8_t>
   return bytes;
 }
 
-absl::Status WriteControlFrame(int fd, FrameType type, std::span<const uint8_t> payload,
+absl::Status WriteControlFrame(StreamIo& io, FrameType type, std::span<const uint8_t> payload,
                                absl::Time deadline) {
-  return WriteFully(fd, EncodeControlFrame(type, payload), deadline);
+  return io.WriteAll(EncodeControlFrame(type, payload), deadline);
 }
 
-absl::StatusOr<Frame> ReadControlFrame(int fd, absl::Time deadline) {
+absl::StatusOr<Frame> ReadControlFrame(StreamIo& io, absl::Time deadline) {
   uint8_t raw[kFrameHeaderBytes];
-  if (absl::Status s = ReadFully(fd, raw, deadline); !s.ok()) return s;
+  if (absl::Status s = io.ReadAll(raw, deadline); !s.ok()) return s;
   absl::StatusOr<FrameHeader> header = DecodeFrameHeader(raw, kMaxControlPayloadBytes);
   if (!header.ok()) return header.status();
   Frame frame{*header, std::vector<uint8_t>(header->payload_bytes)};
-  if (absl::Status s = ReadFully(fd, frame.payload, deadline); !s.ok()) return s;
+  if (absl::Status s = io.ReadAll(frame.payload, deadline); !s.ok()) return s;
   if (absl::Status s = CheckPayload(frame.header, frame.payload); !s.ok()) return s;
   return frame;
+}
+
+absl::Status WriteControlFrame(int fd, FrameType type, std::span<const uint8_t> payload,
+                               absl::Time deadline) {
+  SocketIo io(fd);
+  return WriteControlFrame(io, type, payload, deadline);
+}
+
+absl::StatusOr<Frame> ReadControlFrame(int fd, absl::Time deadline) {
+  SocketIo io(fd);
+  return ReadControlFrame(io, deadline);
 }
 
 void FrameParser::Feed(std::span<const uint8_t> bytes) {

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "core/frame.h"
 #include "core/socket.h"
+#include "core/stream_io.h"
 
 namespace hmc {
 
@@ -23,7 +24,11 @@ struct Frame {
 std::vector<uint8_t> EncodeControlFrame(FrameType type, std::span<const uint8_t> payload,
                                         uint32_t epoch = 0, uint64_t tag = 0);
 
-// Sends or receives one control frame on a non-blocking socket within the deadline.
+// Sends or receives one control frame on a non-blocking socket, as it is or through `io` (TLS),
+// within the deadline.
+absl::Status WriteControlFrame(StreamIo& io, FrameType type, std::span<const uint8_t> payload,
+                               absl::Time deadline);
+absl::StatusOr<Frame> ReadControlFrame(StreamIo& io, absl::Time deadline);
 absl::Status WriteControlFrame(int fd, FrameType type, std::span<const uint8_t> payload,
                                absl::Time deadline);
 absl::StatusOr<Frame> ReadControlFrame(int fd, absl::Time deadline);

@@ -33,7 +33,8 @@ absl::Status Errno(absl::string_view what) {
   return absl::UnavailableError(absl::StrFormat("%s: %s", what, std::strerror(errno)));
 }
 
-// Waits until `fd` is ready for `events` or the deadline passes.
+}  // namespace
+
 absl::Status WaitReady(int fd, short events, absl::Time deadline, absl::string_view what) {
   for (;;) {
     pollfd p{fd, events, 0};
@@ -45,8 +46,6 @@ absl::Status WaitReady(int fd, short events, absl::Time deadline, absl::string_v
     }
   }
 }
-
-}  // namespace
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& other) noexcept {
   if (this != &other) {
@@ -335,39 +334,6 @@ absl::Status SetCongestionControl(int fd, const std::string& algorithm) {
         absl::StrFormat("TCP congestion control '%s' (available: "
                         "/proc/sys/net/ipv4/tcp_available_congestion_control)",
                         algorithm));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status WriteFully(int fd, std::span<const uint8_t> bytes, absl::Time deadline) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = send(fd, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (absl::Status s = WaitReady(fd, POLLOUT, deadline, "send"); !s.ok()) return s;
-    } else {
-      return Errno("send");
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ReadFully(int fd, std::span<uint8_t> bytes, absl::Time deadline) {
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = recv(fd, bytes.data() + done, bytes.size() - done, 0);
-    if (n > 0) {
-      done += static_cast<size_t>(n);
-    } else if (n == 0) {
-      return absl::UnavailableError(
-          absl::StrFormat("connection closed after %d of %d bytes", done, bytes.size()));
-    } else if (errno == EAGAIN || errno == EINTR) {
-      if (absl::Status s = WaitReady(fd, POLLIN, deadline, "recv"); !s.ok()) return s;
-    } else {
-      return Errno("recv");
-    }
   }
   return absl::OkStatus();
 }

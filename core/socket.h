@@ -95,10 +95,8 @@ absl::Status SetBufferSizes(int fd, int64_t bytes);
 // Sets TCP_CONGESTION (a listener's choice is inherited by the sockets it accepts); empty: no-op.
 absl::Status SetCongestionControl(int fd, const std::string& algorithm);
 
-// Write or read exactly the span on a non-blocking socket, waiting with poll until the deadline.
-// A closed connection or the deadline ends it with an error.
-absl::Status WriteFully(int fd, std::span<const uint8_t> bytes, absl::Time deadline);
-absl::Status ReadFully(int fd, std::span<uint8_t> bytes, absl::Time deadline);
+// Waits until `fd` is ready for `events` (poll's), at most until the deadline.
+absl::Status WaitReady(int fd, short events, absl::Time deadline, absl::string_view what);
 
 // Milliseconds until the deadline for poll/epoll_wait: 0 if past, capped, -1 for InfiniteFuture.
 int PollTimeoutMs(absl::Time deadline);

@@ -10,6 +10,7 @@
 
 #include "core/frame_io.h"
 #include "core/socket.h"
+#include "core/stream_io.h"
 
 namespace hmc::testing_util {
 

@@ -186,7 +186,7 @@ void TcpChannel::CloseWithNotice(const absl::Status& why) {
 void TcpChannel::WriteNotice(Stream& s, const std::vector<uint8_t>& frame) {
   std::vector<uint8_t> sealed = frame;
   if (s.send_seal != nullptr) s.send_seal->Append(sealed);
-  s.io->WriteAll(sealed, s.fd.get(), absl::Now() + absl::Milliseconds(200)).IgnoreError();
+  s.io->WriteAll(sealed, absl::Now() + absl::Milliseconds(200)).IgnoreError();
 }
 
 absl::Status TcpChannel::status() const {

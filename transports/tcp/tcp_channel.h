@@ -17,7 +17,7 @@
 #include "core/mutex.h"
 #include "core/socket.h"
 #include "transports/tcp/cma.h"
-#include "transports/tcp/stream_io.h"
+#include "core/stream_io.h"
 #include "transports/transport.h"
 
 namespace hmc {

@@ -17,7 +17,7 @@
 #include "transports/tcp/handshake.h"
 #include "transports/tcp/tcp_channel.h"
 #include "transports/tcp/tcp_loop.h"
-#include "transports/tcp/tls.h"
+#include "core/tls.h"
 #include "transports/transport.h"
 
 namespace hmc {

@@ -1,5 +1,5 @@
-#ifndef HMC_TRANSPORTS_TCP_STREAM_IO_H_
-#define HMC_TRANSPORTS_TCP_STREAM_IO_H_
+#ifndef HMC_CORE_STREAM_IO_H_
+#define HMC_CORE_STREAM_IO_H_
 
 #include <sys/uio.h>
 
@@ -21,11 +21,14 @@ struct IoResult {
   std::string error;  // kFailed: why.
 };
 
-// How a stream's bytes reach its non-blocking socket: as they are, or through TLS. Progress
-// thread only.
+// How a connection's bytes reach its non-blocking socket: as they are, or through TLS. One
+// caller at a time (TLS keeps one state for both directions): a transport's progress thread, the
+// coordinator's loop, or a coordinator client under its lock.
 class StreamIo {
  public:
+  explicit StreamIo(int fd) : fd_(fd) {}
   virtual ~StreamIo() = default;
+  int fd() const { return fd_; }
   // Advances a handshake that must finish before data flows (TLS). Returns the epoll events it
   // waits for, or 0 once done.
   virtual absl::StatusOr<uint32_t> Handshake() { return 0u; }
@@ -37,23 +40,31 @@ class StreamIo {
   virtual IoResult Flush() { return IoResult{}; }
   // Bytes that left the socket but were not read yet: the socket will not signal them again.
   virtual bool buffered() const { return false; }
-  // Writes all of `bytes` (waiting for the socket, at most until the deadline): a last notice.
-  absl::Status WriteAll(std::span<const uint8_t> bytes, int fd, absl::Time deadline);
+  // Blocking forms, each waiting for the socket at most until the deadline: the whole handshake,
+  // all of `bytes` out, exactly `bytes.size()` bytes in.
+  absl::Status FinishHandshake(absl::Time deadline);
+  absl::Status WriteAll(std::span<const uint8_t> bytes, absl::Time deadline);
+  absl::Status ReadAll(std::span<uint8_t> bytes, absl::Time deadline);
   // Says which protection the bytes get ("tls 1.3 (kernel)", "tls 1.3", "none").
   virtual std::string protection() const { return "none"; }
-};
-
-// The socket as it is.
-class SocketIo final : public StreamIo {
- public:
-  explicit SocketIo(int fd) : fd_(fd) {}
-  IoResult Write(std::span<const iovec> iov) override;
-  IoResult Read(void* data, size_t bytes) override;
 
  private:
   const int fd_;
 };
 
+// The socket as it is.
+class SocketIo final : public StreamIo {
+ public:
+  explicit SocketIo(int fd) : StreamIo(fd) {}
+  IoResult Write(std::span<const iovec> iov) override;
+  IoResult Read(void* data, size_t bytes) override;
+};
+
+// Write or read exactly the span on a non-blocking socket as it is (SocketIo), waiting with poll
+// until the deadline. A closed connection or the deadline ends it with an error.
+absl::Status WriteFully(int fd, std::span<const uint8_t> bytes, absl::Time deadline);
+absl::Status ReadFully(int fd, std::span<uint8_t> bytes, absl::Time deadline);
+
 }  // namespace hmc
 
-#endif  // HMC_TRANSPORTS_TCP_STREAM_IO_H_
+#endif  // HMC_CORE_STREAM_IO_H_

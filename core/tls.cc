@@ -1,4 +1,4 @@
-#include "transports/tcp/tls.h"
+#include "core/tls.h"
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -80,7 +80,8 @@ int FindPsk(SSL* ssl, const unsigned char* id, size_t id_length, SSL_SESSION** s
 
 class TlsIo final : public StreamIo {
  public:
-  TlsIo(SSL* ssl, int fd, std::string psk) : ssl_(ssl), psk_(std::move(psk)), socket_(fd) {
+  TlsIo(SSL* ssl, int fd, std::string psk)
+      : StreamIo(fd), ssl_(ssl), psk_(std::move(psk)), socket_(fd) {
     SSL_set_app_data(ssl_, &psk_);
   }
   ~TlsIo() override { SSL_free(ssl_); }

@@ -1,13 +1,13 @@
-#ifndef HMC_TRANSPORTS_TCP_TLS_H_
-#define HMC_TRANSPORTS_TCP_TLS_H_
+#ifndef HMC_CORE_TLS_H_
+#define HMC_CORE_TLS_H_
 
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/stream_io.h"
 #include "core/tls_mode.h"
-#include "transports/tcp/stream_io.h"
 
 struct ssl_ctx_st;  // OpenSSL's SSL_CTX.
 
@@ -44,4 +44,4 @@ class TlsContext {
 
 }  // namespace hmc
 
-#endif  // HMC_TRANSPORTS_TCP_TLS_H_
+#endif  // HMC_CORE_TLS_H_
