@@ -88,14 +88,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   config.socket_buffer_bytes = options.socket_buffer_bytes;
   config.tcp_congestion = options.tcp_congestion;
   config.local_sockets = options.local_sockets;
-  absl::StatusOr<TlsMode> tls = ParseTlsMode(options.tls);
+  absl::StatusOr<TlsConfig> tls = TlsConfigFrom(options);
   if (!tls.ok()) return tls.status();
   absl::StatusOr<FrameIntegrity> integrity = ParseFrameIntegrity(options.integrity);
   if (!integrity.ok()) return integrity.status();
-  config.tls.mode = *tls;
-  config.tls.cert_file = options.tls_cert;
-  config.tls.key_file = options.tls_key;
-  config.tls.ca_file = options.tls_ca;
+  config.tls = *tls;
   config.limits.integrity = *integrity;
   config.max_unexpected_bytes = static_cast<uint64_t>(options.max_unexpected_bytes);
   config.limits.streams =

@@ -17,7 +17,14 @@
 namespace hmc {
 
 struct Coordinator::Connection {
+  // Where the bytes after the challenge stand: the first one tells a TLS handshake (0x16, a
+  // record of type handshake) from a plain join frame ('H' of the magic).
+  enum class Stage { kChallenged, kTlsHandshake, kFrames };
+
   UniqueFd fd;
+  std::unique_ptr<StreamIo> io;  // SocketIo, or TlsIo once the client started TLS.
+  Stage stage = Stage::kChallenged;
+  bool tls_required = false;  // Option tls wants it for this peer: plain frames are refused.
   uint64_t id = 0;   // Unique for the coordinator's lifetime, unlike the descriptor's number.
   std::string peer;  // Remote address, for messages.
   FrameParser parser{kMaxHandshakePayloadBytes};
@@ -59,6 +66,9 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   absl::StatusOr<SocketAddress> bind = SocketAddress::Parse(config.bind);
   if (!bind.ok()) return bind.status();
   std::unique_ptr<Coordinator> c(new Coordinator(config));
+  absl::StatusOr<std::unique_ptr<TlsContext>> tls = TlsContext::Create(config.tls);
+  if (!tls.ok()) return tls.status();
+  c->tls_ = *std::move(tls);
   absl::StatusOr<UniqueFd> listener = ListenTcp(*bind);
   if (!listener.ok()) return listener.status();
   c->listener_ = std::move(*listener);
@@ -130,6 +140,10 @@ void Coordinator::Loop() {
         auto it = connections_.find(static_cast<int>(key));
         if (it == connections_.end()) continue;
         Connection& c = *it->second;
+        if (c.stage == Connection::Stage::kTlsHandshake) {
+          OnReadable(c);  // Whichever way the handshake waited, it goes on.
+          continue;
+        }
         if (events[i].events & EPOLLOUT) Flush(c);
         if (connections_.count(static_cast<int>(key)) &&
             (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
@@ -162,9 +176,12 @@ void Coordinator::Accept() {
     const int fd = accepted->get();
     auto c = std::make_unique<Connection>();
     c->fd = std::move(*accepted);
+    c->io = std::make_unique<SocketIo>(fd);
     c->id = ++connections_accepted_;
     absl::StatusOr<SocketAddress> peer = SocketAddress::PeerOf(fd);
+    absl::StatusOr<SocketAddress> self = SocketAddress::LocalOf(fd);
     c->peer = peer.ok() ? peer->ToString() : "unknown peer";
+    c->tls_required = !peer.ok() || !self.ok() || WantsTls(config_.tls.mode, *self, *peer);
     c->handshake_deadline = absl::Now() + config_.handshake_timeout;
     c->nonce = RandomNonce();
     c->challenged = absl::Now();
@@ -212,14 +229,19 @@ void Coordinator::Send(Connection& c, FrameType type, const std::vector<uint8_t>
 }
 
 void Coordinator::Flush(Connection& c) {
-  while (c.out_offset < c.out.size()) {
-    const ssize_t n =
-        send(c.fd.get(), c.out.data() + c.out_offset, c.out.size() - c.out_offset, MSG_NOSIGNAL);
-    if (n > 0) {
-      c.out_offset += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      break;
+  for (;;) {
+    IoResult r;
+    if (c.io->pending_output()) {
+      r = c.io->Flush();
+    } else if (c.out_offset < c.out.size()) {
+      const iovec unsent{c.out.data() + c.out_offset, c.out.size() - c.out_offset};
+      r = c.io->Write(std::span<const iovec>(&unsent, 1));
+      if (r.kind == IoResult::kDone) c.out_offset += r.bytes;
     } else {
+      break;
+    }
+    if (r.kind == IoResult::kWouldBlock) break;
+    if (r.kind != IoResult::kDone) {
       c.closing = true;
       c.drop_at = absl::Now();
       c.out.clear();
@@ -227,20 +249,76 @@ void Coordinator::Flush(Connection& c) {
       break;
     }
   }
-  if (c.out_offset == c.out.size()) {
+  const bool unsent = c.out_offset < c.out.size() || c.io->pending_output();
+  if (!unsent) {
     c.out.clear();
     c.out_offset = 0;
     if (c.closing) shutdown(c.fd.get(), SHUT_WR);
   }
+  Watch(c, EPOLLIN | (unsent ? static_cast<uint32_t>(EPOLLOUT) : 0u));
+}
+
+void Coordinator::Watch(Connection& c, uint32_t events) {
   epoll_event ev{};
-  ev.events = EPOLLIN | (c.out.empty() ? 0u : static_cast<uint32_t>(EPOLLOUT));
+  ev.events = events;
   ev.data.u64 = static_cast<uint64_t>(c.fd.get());
   epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+}
+
+bool Coordinator::ChooseProtection(Connection& c) {
+  uint8_t first = 0;
+  const ssize_t n = recv(c.fd.get(), &first, 1, MSG_PEEK);
+  if (n <= 0) return n == 0 || (errno != EAGAIN && errno != EINTR);  // Closed: read says so.
+  constexpr uint8_t kTlsHandshakeRecord = 0x16;
+  if (first != kTlsHandshakeRecord) {
+    if (c.tls_required) {
+      Reject(c, absl::StrFormat(
+                    "this coordinator requires TLS from %s (its option tls is %s): give the rank "
+                    "tls=on, or the coordinator tls=off on a private network",
+                    c.peer, TlsModeName(config_.tls.mode)));
+      return false;
+    }
+    c.stage = Connection::Stage::kFrames;
+    return true;
+  }
+  if (c.out_offset < c.out.size()) {
+    rejections_.Add(c.peer, "started TLS before it had the challenge");
+    Drop(c.fd.get(), "started TLS before it had the challenge");
+    return false;
+  }
+  absl::StatusOr<std::unique_ptr<StreamIo>> io =
+      tls_->Wrap(c.fd.get(), /*server=*/true, CoordinatorTlsKey(config_.token, c.nonce));
+  if (!io.ok()) {
+    Drop(c.fd.get(), std::string(io.status().message()));
+    return false;
+  }
+  c.io = *std::move(io);
+  c.stage = Connection::Stage::kTlsHandshake;
+  return AdvanceTls(c);
+}
+
+bool Coordinator::AdvanceTls(Connection& c) {
+  absl::StatusOr<uint32_t> waits_for = c.io->Handshake();
+  if (!waits_for.ok()) {
+    // Nothing readable can be sent back: the client sees its handshake fail.
+    rejections_.Add(c.peer, std::string(waits_for.status().message()));
+    Drop(c.fd.get(), std::string(waits_for.status().message()));
+    return false;
+  }
+  if (*waits_for != 0) {
+    Watch(c, *waits_for);
+    return false;
+  }
+  c.stage = Connection::Stage::kFrames;
+  Watch(c, EPOLLIN);
+  return true;
 }
 
 void Coordinator::OnReadable(Connection& c) {
   uint8_t buffer[64 << 10];
   const int fd = c.fd.get();
+  if (!c.closing && c.stage == Connection::Stage::kChallenged && !ChooseProtection(c)) return;
+  if (!c.closing && c.stage == Connection::Stage::kTlsHandshake && !AdvanceTls(c)) return;
   if (c.closing) {
     for (int i = 0; i < 16; ++i) {
       const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
@@ -253,13 +331,14 @@ void Coordinator::OnReadable(Connection& c) {
     return;
   }
   for (int reads = 0; reads < kReadsPerEvent; ++reads) {
-    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-    if (n > 0) {
+    const IoResult r = c.io->Read(buffer, sizeof(buffer));
+    if (r.kind == IoResult::kDone) {
       // Frames are handled as they complete, so that what is buffered stays one frame's worth.
-      c.parser.Feed(std::span<const uint8_t>(buffer, static_cast<size_t>(n)));
+      c.parser.Feed(std::span<const uint8_t>(buffer, r.bytes));
       if (!HandleFrames(c)) return;
-      if (n < static_cast<ssize_t>(sizeof(buffer))) break;
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      // TLS may hold decrypted bytes the socket will not signal again.
+      if (r.bytes < sizeof(buffer) && !c.io->buffered()) break;
+    } else if (r.kind == IoResult::kWouldBlock) {
       break;
     } else {
       const std::string reason =
@@ -431,8 +510,8 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
     table_.peers[rank] = PeerEntry{rank, join->address, join->zone, join->hostname, true, ""};
   }
   Admit(c, rank, *join);
-  Logf("coordinator", "rank %d joined from %s (zone %s, transport %s), %d of %d", rank, c.peer,
-       join->zone, join->address, joined_, config_.world_size);
+  Logf("coordinator", "rank %d joined from %s (zone %s, transport %s, protection %s), %d of %d",
+       rank, c.peer, join->zone, join->address, c.io->protection(), joined_, config_.world_size);
   if (joined_ == config_.world_size) {
     {
       MutexLock lock(&mu_);

@@ -20,6 +20,7 @@
 #include "core/peer_table.h"
 #include "core/rejection_log.h"
 #include "core/socket.h"
+#include "core/tls.h"
 
 namespace hmc {
 
@@ -30,6 +31,9 @@ struct CoordinatorConfig {
   std::string world_id = "hmc";
   int world_size = 1;
   absl::Duration handshake_timeout = absl::Seconds(10);
+  // When connections run TLS 1.3, and with which certificates (none: keys from the token). A
+  // client that offers TLS always gets it; where `tls.mode` wants it, one that does not is refused.
+  TlsConfig tls;
   // Zero: each rank's from its connection's round trip (HeartbeatTimeout).
   absl::Duration heartbeat_timeout = absl::ZeroDuration();
   // The most live members a running group may have; 0: world_size. A rank that joins a full
@@ -79,6 +83,13 @@ class Coordinator {
   // Drops the oldest connection that has not proven the token (to make room for a new one).
   void ShedOldestUnauthenticated(const std::string& why);
   void Flush(Connection& c);
+  // Sets the epoll events the loop waits for on `c`.
+  void Watch(Connection& c, uint32_t events);
+  // After the challenge: TLS when the client's first byte starts a handshake, plain frames when
+  // this coordinator does not require TLS from it. True when frames may be read now.
+  bool ChooseProtection(Connection& c);
+  // Drives the TLS handshake on; true once it finished and frames may be read.
+  bool AdvanceTls(Connection& c);
   void Send(Connection& c, FrameType type, const std::vector<uint8_t>& payload);
   absl::Status Handle(Connection& c, const Frame& frame);
   absl::Status HandleJoin(Connection& c, const Frame& frame);
@@ -116,6 +127,7 @@ class Coordinator {
 
   const CoordinatorConfig config_;
   SocketAddress address_;
+  std::unique_ptr<TlsContext> tls_;
   UniqueFd listener_;
   UniqueFd epoll_;
   std::optional<AcceptGate> accept_;

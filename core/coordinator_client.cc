@@ -14,21 +14,15 @@
 
 namespace hmc {
 
-CoordinatorClient::CoordinatorClient(const Options& options, UniqueFd fd, SocketAddress local,
-                                     std::string nonce)
+CoordinatorClient::CoordinatorClient(const Options& options, TlsConfig tls_config,
+                                     std::unique_ptr<TlsContext> tls)
     : options_(options),
-      fd_(std::move(fd)),
-      local_(local),
-      coordinator_(options.coordinator),
-      server_nonce_(std::move(nonce)) {}
+      tls_config_(std::move(tls_config)),
+      tls_(std::move(tls)),
+      coordinator_(options.coordinator) {}
 
-namespace {
-
-// Connects to the coordinator (retrying refused connections: it may still be starting, or be
-// restarting) and reads its challenge. Returns the connection and the challenge's nonce.
-absl::StatusOr<std::pair<UniqueFd, std::string>> Dial(const std::string& coordinator,
-                                                      absl::Time deadline) {
-  absl::StatusOr<SocketAddress> address = SocketAddress::Parse(coordinator);
+absl::StatusOr<CoordinatorClient::Link> CoordinatorClient::Dial(absl::Time deadline) const {
+  absl::StatusOr<SocketAddress> address = SocketAddress::Parse(coordinator_);
   if (!address.ok()) return address.status();
   absl::StatusOr<UniqueFd> fd;
   absl::Duration backoff = absl::Milliseconds(10);
@@ -40,21 +34,34 @@ absl::StatusOr<std::pair<UniqueFd, std::string>> Dial(const std::string& coordin
   }
   if (!fd.ok()) {
     return absl::UnavailableError(
-        absl::StrFormat("coordinator %s: %s", coordinator, fd.status().message()));
+        absl::StrFormat("coordinator %s: %s", coordinator_, fd.status().message()));
   }
-  absl::StatusOr<Frame> challenge = ReadControlFrame(fd->get(), deadline);
+  Link link{.fd = std::move(*fd)};
+  absl::StatusOr<Frame> challenge = ReadControlFrame(link.fd.get(), deadline);
   if (!challenge.ok() || challenge->header.type != FrameType::kChallenge) {
     return absl::UnavailableError(
-        absl::StrFormat("coordinator %s: no valid challenge: %s", coordinator,
+        absl::StrFormat("coordinator %s: no valid challenge: %s", coordinator_,
                         challenge.ok() ? std::string(FrameTypeName(challenge->header.type))
                                        : std::string(challenge.status().message())));
   }
   absl::StatusOr<std::string> nonce = ParseString(challenge->payload);
   if (!nonce.ok()) return nonce.status();
-  return std::make_pair(std::move(*fd), *nonce);
+  link.nonce = *std::move(nonce);
+  absl::StatusOr<SocketAddress> self = SocketAddress::LocalOf(link.fd.get());
+  if (self.ok() && !WantsTls(tls_config_.mode, *self, *address)) {
+    link.io = std::make_unique<SocketIo>(link.fd.get());
+    return link;
+  }
+  absl::StatusOr<std::unique_ptr<StreamIo>> io =
+      tls_->Wrap(link.fd.get(), /*server=*/false, CoordinatorTlsKey(options_.token, link.nonce));
+  if (!io.ok()) return io.status();
+  link.io = *std::move(io);
+  if (absl::Status s = link.io->FinishHandshake(deadline); !s.ok()) {
+    // Refused by the coordinator (another token, another CA) or cut: either way, no join.
+    return absl::Status(s.code(), absl::StrFormat("coordinator %s: %s", coordinator_, s.message()));
+  }
+  return link;
 }
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
     const Options& options) {
@@ -63,18 +70,29 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
         "no coordinator address (set HMC_COORDINATOR or --coordinator)");
   }
   if (absl::Status s = RequireToken(options.token, options.insecure, "rank"); !s.ok()) return s;
-  absl::StatusOr<std::pair<UniqueFd, std::string>> dialed =
-      Dial(options.coordinator, absl::Now() + options.connect_timeout);
-  if (!dialed.ok()) return dialed.status();
-  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(dialed->first.get());
+  absl::StatusOr<TlsConfig> tls_config = TlsConfigFrom(options);
+  if (!tls_config.ok()) return tls_config.status();
+  absl::StatusOr<std::unique_ptr<TlsContext>> tls = TlsContext::Create(*tls_config);
+  if (!tls.ok()) return tls.status();
+  std::unique_ptr<CoordinatorClient> client(
+      new CoordinatorClient(options, *std::move(tls_config), *std::move(tls)));
+  absl::StatusOr<Link> link = client->Dial(absl::Now() + options.connect_timeout);
+  if (!link.ok()) return link.status();
+  absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(link->fd.get());
   if (!local.ok()) return local.status();
-  return std::unique_ptr<CoordinatorClient>(
-      new CoordinatorClient(options, std::move(dialed->first), *local, dialed->second));
+  client->local_ = *local;
+  MutexLock lock(&client->io_mu_);
+  client->link_ = *std::move(link);
+  return client;
 }
 
 absl::Status CoordinatorClient::Join(const std::string& transport_address, absl::Time deadline) {
   transport_address_ = transport_address;
-  absl::StatusOr<Welcome> welcome = Handshake(fd_.get(), server_nonce_, 0, {}, deadline);
+  absl::StatusOr<Welcome> welcome;
+  {
+    MutexLock lock(&io_mu_);
+    welcome = Handshake(link_, 0, {}, deadline);
+  }
   if (!welcome.ok()) return welcome.status();
   rank_ = welcome->rank;
   world_size_ = welcome->world_size;
@@ -82,8 +100,7 @@ absl::Status CoordinatorClient::Join(const std::string& transport_address, absl:
   return absl::OkStatus();
 }
 
-absl::StatusOr<Welcome> CoordinatorClient::Handshake(int fd, const std::string& server_nonce,
-                                                     uint32_t epoch,
+absl::StatusOr<Welcome> CoordinatorClient::Handshake(Link& link, uint32_t epoch,
                                                      const std::vector<int32_t>& members,
                                                      absl::Time deadline) {
   char host[256] = {};
@@ -98,13 +115,13 @@ absl::StatusOr<Welcome> CoordinatorClient::Handshake(int fd, const std::string& 
   join.nonce = RandomNonce();
   join.epoch = epoch;
   join.members = members;
-  join.proof = join.Proof(options_.token, server_nonce);
-  if (absl::Status s = WriteControlFrame(fd, FrameType::kJoin, join.Serialize(), deadline);
+  join.proof = join.Proof(options_.token, link.nonce);
+  if (absl::Status s = WriteControlFrame(*link.io, FrameType::kJoin, join.Serialize(), deadline);
       !s.ok()) {
     return absl::UnavailableError(
         absl::StrFormat("coordinator %s: sending join: %s", coordinator_, s.message()));
   }
-  absl::StatusOr<Frame> reply = ReadControlFrame(fd, deadline);
+  absl::StatusOr<Frame> reply = ReadControlFrame(*link.io, deadline);
   if (!reply.ok() && epoch == 0 && absl::IsDeadlineExceeded(reply.status())) {
     // A running group holds a join while it has max_ranks members or another rank is joining.
     return absl::DeadlineExceededError(absl::StrFormat(
@@ -128,7 +145,7 @@ absl::StatusOr<Welcome> CoordinatorClient::Handshake(int fd, const std::string& 
   }
   absl::StatusOr<Welcome> welcome = Welcome::Parse(reply->payload);
   if (!welcome.ok()) return welcome.status();
-  if (!ProofsEqual(welcome->proof, welcome->Proof(options_.token, join.nonce, server_nonce))) {
+  if (!ProofsEqual(welcome->proof, welcome->Proof(options_.token, join.nonce, link.nonce))) {
     return absl::PermissionDeniedError(absl::StrFormat(
         "coordinator %s failed to prove the token: wrong token or not an hmc coordinator",
         coordinator_));
@@ -154,24 +171,22 @@ absl::Status CoordinatorClient::Reconnect() {
       MutexLock lock(&mu_);
       if (stopping_ || left_) return absl::CancelledError("stopping");
     }
-    absl::StatusOr<std::pair<UniqueFd, std::string>> dialed =
-        Dial(coordinator_, std::min(give_up, absl::Now() + absl::Seconds(2)));
+    absl::StatusOr<Link> dialed = Dial(std::min(give_up, absl::Now() + absl::Seconds(2)));
     if (!dialed.ok()) {
       last = dialed.status();
       continue;  // Dial itself backs off while the address refuses.
     }
-    absl::StatusOr<Welcome> welcome = Handshake(dialed->first.get(), dialed->second, epoch, members,
-                                                absl::Now() + absl::Seconds(10));
+    absl::StatusOr<Welcome> welcome =
+        Handshake(*dialed, epoch, members, absl::Now() + absl::Seconds(10));
     if (absl::IsUnavailable(welcome.status())) {
       last = welcome.status();  // The connection broke (a coordinator restarting again): redial.
       continue;
     }
     if (!welcome.ok()) return welcome.status();  // Refused: this rank is no longer a member.
     {
-      MutexLock lock(&write_mu_);
-      fd_ = std::move(dialed->first);
+      MutexLock lock(&io_mu_);
+      link_ = *std::move(dialed);
     }
-    server_nonce_ = dialed->second;
     Logf("client", "rank %d: back with the coordinator %s at epoch %d", rank_, coordinator_, epoch);
     return absl::OkStatus();
   }
@@ -198,8 +213,8 @@ void CoordinatorClient::Leave() {
 
 absl::Status CoordinatorClient::Write(FrameType type, const std::vector<uint8_t>& payload,
                                       absl::Time deadline) {
-  MutexLock lock(&write_mu_);
-  return WriteControlFrame(fd_.get(), type, payload, deadline);
+  MutexLock lock(&io_mu_);
+  return WriteControlFrame(*link_.io, type, payload, deadline);
 }
 
 void CoordinatorClient::Shutdown(const absl::Status& why) {
@@ -242,17 +257,31 @@ void CoordinatorClient::Run() {
       }
       next_heartbeat = now + options_.heartbeat_interval;
     }
-    pollfd p{fd_.get(), POLLIN, 0};
+    int fd;
+    bool buffered;
+    {
+      MutexLock lock(&io_mu_);
+      fd = link_.fd.get();
+      buffered = link_.io->buffered();
+    }
+    // The lock is not held while waiting: other threads write meanwhile.
+    pollfd p{fd, POLLIN, 0};
     const int timeout = static_cast<int>(
         std::clamp<int64_t>(absl::ToInt64Milliseconds(next_heartbeat - absl::Now()), 1, 100));
-    if (poll(&p, 1, timeout) <= 0) continue;
-    const ssize_t n = recv(fd_.get(), buffer, sizeof(buffer), 0);
-    if (n < 0 && (errno == EAGAIN || errno == EINTR)) continue;
-    if (n <= 0) {
-      if (!ComeBack("connection closed", parser)) return;
+    if (!buffered && poll(&p, 1, timeout) <= 0) continue;
+    IoResult read;
+    {
+      MutexLock lock(&io_mu_);
+      read = link_.io->Read(buffer, sizeof(buffer));
+    }
+    if (read.kind == IoResult::kWouldBlock) continue;
+    if (read.kind != IoResult::kDone) {
+      if (!ComeBack(read.kind == IoResult::kClosed ? "connection closed" : read.error, parser)) {
+        return;
+      }
       continue;
     }
-    parser.Feed(std::span<const uint8_t>(buffer, static_cast<size_t>(n)));
+    parser.Feed(std::span<const uint8_t>(buffer, read.bytes));
     for (;;) {
       absl::StatusOr<std::optional<Frame>> frame = parser.Next();
       if (!frame.ok()) {

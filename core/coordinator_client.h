@@ -20,10 +20,13 @@
 #include "core/options.h"
 #include "core/peer_table.h"
 #include "core/socket.h"
+#include "core/stream_io.h"
+#include "core/tls.h"
 
 namespace hmc {
 
-// A rank's connection to the coordinator. Connect() dials and reads the challenge; Join() proves
+// A rank's connection to the coordinator. Connect() dials, reads the challenge and, where option
+// `tls` wants it for the coordinator's address, runs TLS 1.3 over the rest; Join() proves
 // the token, registers the transport address and learns the rank. A background thread then sends
 // heartbeats and receives peer tables (membership epochs) and key-value answers.
 class CoordinatorClient {
@@ -67,7 +70,17 @@ class CoordinatorClient {
   void Leave();
 
  private:
-  CoordinatorClient(const Options& options, UniqueFd fd, SocketAddress local, std::string nonce);
+  // A dialed connection: its socket, how bytes cross it, the challenge's nonce.
+  struct Link {
+    UniqueFd fd;
+    std::unique_ptr<StreamIo> io;  // Declared after fd: goes first.
+    std::string nonce;
+  };
+
+  CoordinatorClient(const Options& options, TlsConfig tls_config, std::unique_ptr<TlsContext> tls);
+  // Connects (retrying refused connections: the coordinator may be starting or restarting), reads
+  // the challenge and finishes TLS where it is wanted.
+  absl::StatusOr<Link> Dial(absl::Time deadline) const;
   void Run();
   absl::Status Write(FrameType type, const std::vector<uint8_t>& payload, absl::Time deadline);
   absl::StatusOr<std::string> Request(FrameType type, const std::string& key,
@@ -78,9 +91,9 @@ class CoordinatorClient {
   absl::StatusOr<std::string> AwaitAnswer(uint64_t request, const std::string& key,
                                           absl::Time deadline);
   void Shutdown(const absl::Status& why);
-  // The join handshake on `fd`: a first join (epoch 0) or a return to a restarted coordinator.
-  absl::StatusOr<Welcome> Handshake(int fd, const std::string& server_nonce, uint32_t epoch,
-                                    const std::vector<int32_t>& members, absl::Time deadline);
+  // The join handshake on `link`: a first join (epoch 0) or a return to a restarted coordinator.
+  absl::StatusOr<Welcome> Handshake(Link& link, uint32_t epoch, const std::vector<int32_t>& members,
+                                    absl::Time deadline);
   // Dials the coordinator again and rejoins at the current epoch, for up to connect_timeout
   // (a restarted coordinator rebuilds the group from the ranks that come back).
   absl::Status Reconnect();
@@ -88,16 +101,19 @@ class CoordinatorClient {
   bool ComeBack(absl::string_view cause, FrameParser& parser);
 
   const Options options_;
-  UniqueFd fd_;
+  const TlsConfig tls_config_;
+  const std::unique_ptr<TlsContext> tls_;
   SocketAddress local_;
   std::string coordinator_;
-  std::string server_nonce_;
   std::string transport_address_;
   int rank_ = -1;
   int world_size_ = 0;
   std::thread thread_;
 
-  Mutex write_mu_;  // Serialises frames on the socket.
+  // Every use of the connection: frames go out whole, and TLS takes one call at a time. Replaced
+  // only by the client's thread (Reconnect).
+  Mutex io_mu_;
+  Link link_ ABSL_GUARDED_BY(io_mu_);
   mutable Mutex mu_;
   std::optional<PeerTable> table_ ABSL_GUARDED_BY(mu_);
   MembershipCallback callback_ ABSL_GUARDED_BY(mu_);

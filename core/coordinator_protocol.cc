@@ -101,6 +101,10 @@ absl::StatusOr<KvMessage> KvMessage::Parse(std::span<const uint8_t> bytes) {
   return m;
 }
 
+std::string CoordinatorTlsKey(const std::string& token, const std::string& server_nonce) {
+  return ComputeProof(token, "hmc-coordinator-tls-psk", {server_nonce});
+}
+
 absl::Duration HeartbeatTimeout(absl::Duration configured, absl::Duration round_trip) {
   if (configured > absl::ZeroDuration()) return configured;
   return std::max(absl::Seconds(3), 10 * round_trip);

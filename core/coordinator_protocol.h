@@ -13,12 +13,18 @@ namespace hmc {
 
 // Payloads of the coordinator protocol, shared by the service and its client.
 //   server: Challenge{nonce}
+//   client: a TLS 1.3 handshake (first byte 0x16) where either side's `tls` wants it; every byte
+//           after it, both ways, is TLS records
 //   client: Join{world, rank, size, address, zone, host, nonce, proof, epoch, members}
 //   server: Welcome{rank, size, proof} | Error{message}
 // Each proof covers everything its sender asserts (JoinRequest::Proof, Welcome::Proof).
 //   then the client sends KvPut / KvGet / Heartbeat / Leave and the server KvValue / PeerTable.
 inline constexpr char kJoinLabel[] = "hmc-join";
 inline constexpr char kWelcomeLabel[] = "hmc-welcome";
+
+// The TLS 1.3 pre-shared key of one coordinator connection (without certificates): both ends know
+// the token and the challenge's nonce, nobody else can finish the handshake.
+std::string CoordinatorTlsKey(const std::string& token, const std::string& server_nonce);
 
 // How long a rank may stay silent before the coordinator declares it failed: `configured` when
 // set (option heartbeat_timeout), else ten round trips of its connection and at least 3 s, which

@@ -90,6 +90,12 @@ class TlsIo final : public StreamIo {
     ERR_clear_error();
     const int r = SSL_do_handshake(ssl_);
     if (r == 1) {
+      if (!psk_.empty() && SSL_session_reused(ssl_) != 1) {
+        // Without certificates nothing verifies a peer that chose a certificate over the key.
+        return absl::PermissionDeniedError(
+            "TLS handshake failed: the peer did not use the key derived from the token (it "
+            "presented a certificate instead; give this side tls_cert, tls_key and tls_ca too)");
+      }
       kernel_send_ = BIO_get_ktls_send(SSL_get_wbio(ssl_)) > 0;
       kernel_receive_ = BIO_get_ktls_recv(SSL_get_rbio(ssl_)) > 0;
       return 0u;
@@ -185,6 +191,15 @@ class TlsIo final : public StreamIo {
 };
 
 }  // namespace
+
+absl::StatusOr<TlsConfig> TlsConfigFrom(const Options& options) {
+  absl::StatusOr<TlsMode> mode = ParseTlsMode(options.tls);
+  if (!mode.ok()) return mode.status();
+  return TlsConfig{.mode = *mode,
+                   .cert_file = options.tls_cert,
+                   .key_file = options.tls_key,
+                   .ca_file = options.tls_ca};
+}
 
 absl::StatusOr<std::unique_ptr<TlsContext>> TlsContext::Create(const TlsConfig& config) {
   const int given = !config.cert_file.empty() + !config.key_file.empty() + !config.ca_file.empty();

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/options.h"
 #include "core/stream_io.h"
 #include "core/tls_mode.h"
 
@@ -22,6 +23,9 @@ struct TlsConfig {
   std::string key_file;
   std::string ca_file;
 };
+
+// A rank's TLS settings from its options (tls, tls_cert, tls_key, tls_ca).
+absl::StatusOr<TlsConfig> TlsConfigFrom(const Options& options);
 
 // One SSL_CTX for every stream of a transport. Kernel TLS (kTLS) is asked for: where the kernel
 // and OpenSSL take the keys, records are sealed and opened by the kernel.

@@ -11,6 +11,18 @@ absl::StatusOr<TlsMode> ParseTlsMode(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrFormat("tls must be auto, on or off, not '%s'", name));
 }
 
+absl::string_view TlsModeName(TlsMode mode) {
+  switch (mode) {
+    case TlsMode::kOn:
+      return "on";
+    case TlsMode::kOff:
+      return "off";
+    case TlsMode::kAuto:
+      return "auto";
+  }
+  return "?";
+}
+
 bool WantsTls(TlsMode mode, const SocketAddress& self, const SocketAddress& peer) {
   switch (mode) {
     case TlsMode::kOn:

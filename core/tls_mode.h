@@ -12,6 +12,7 @@ namespace hmc {
 enum class TlsMode { kAuto, kOn, kOff };
 
 absl::StatusOr<TlsMode> ParseTlsMode(absl::string_view name);
+absl::string_view TlsModeName(TlsMode mode);
 bool WantsTls(TlsMode mode, const SocketAddress& self, const SocketAddress& peer);
 
 }  // namespace hmc
