@@ -16,8 +16,8 @@
 #include "core/frame_seal.h"
 #include "core/mutex.h"
 #include "core/socket.h"
-#include "transports/tcp/cma.h"
 #include "core/stream_io.h"
+#include "transports/tcp/cma.h"
 #include "transports/transport.h"
 
 namespace hmc {

@@ -14,10 +14,10 @@
 #include "core/mutex.h"
 #include "core/rejection_log.h"
 #include "core/socket.h"
+#include "core/tls.h"
 #include "transports/tcp/handshake.h"
 #include "transports/tcp/tcp_channel.h"
 #include "transports/tcp/tcp_loop.h"
-#include "core/tls.h"
 #include "transports/transport.h"
 
 namespace hmc {
