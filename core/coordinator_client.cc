@@ -14,10 +14,10 @@
 
 namespace hmc {
 
-CoordinatorClient::CoordinatorClient(const Options& options, TlsConfig tls_config,
+CoordinatorClient::CoordinatorClient(const Options& options, TlsMode tls_mode,
                                      std::unique_ptr<TlsContext> tls)
     : options_(options),
-      tls_config_(std::move(tls_config)),
+      tls_mode_(tls_mode),
       tls_(std::move(tls)),
       coordinator_(options.coordinator) {}
 
@@ -48,7 +48,7 @@ absl::StatusOr<CoordinatorClient::Link> CoordinatorClient::Dial(absl::Time deadl
   if (!nonce.ok()) return nonce.status();
   link.nonce = *std::move(nonce);
   absl::StatusOr<SocketAddress> self = SocketAddress::LocalOf(link.fd.get());
-  if (self.ok() && !WantsTls(tls_config_.mode, *self, *address)) {
+  if (self.ok() && !WantsTls(tls_mode_, *self, *address)) {
     link.io = std::make_unique<SocketIo>(link.fd.get());
     return link;
   }
@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
   absl::StatusOr<std::unique_ptr<TlsContext>> tls = TlsContext::Create(*tls_config);
   if (!tls.ok()) return tls.status();
   std::unique_ptr<CoordinatorClient> client(
-      new CoordinatorClient(options, *std::move(tls_config), *std::move(tls)));
+      new CoordinatorClient(options, tls_config->mode, *std::move(tls)));
   absl::StatusOr<Link> link = client->Dial(absl::Now() + options.connect_timeout);
   if (!link.ok()) return link.status();
   absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(link->fd.get());

@@ -77,7 +77,7 @@ class CoordinatorClient {
     std::string nonce;
   };
 
-  CoordinatorClient(const Options& options, TlsConfig tls_config, std::unique_ptr<TlsContext> tls);
+  CoordinatorClient(const Options& options, TlsMode tls_mode, std::unique_ptr<TlsContext> tls);
   // Connects (retrying refused connections: the coordinator may be starting or restarting), reads
   // the challenge and finishes TLS where it is wanted.
   absl::StatusOr<Link> Dial(absl::Time deadline) const;
@@ -101,7 +101,7 @@ class CoordinatorClient {
   bool ComeBack(absl::string_view cause, FrameParser& parser);
 
   const Options options_;
-  const TlsConfig tls_config_;
+  const TlsMode tls_mode_;
   const std::unique_ptr<TlsContext> tls_;
   SocketAddress local_;
   std::string coordinator_;
