@@ -55,6 +55,18 @@ constexpr uint64_t kWakeKey = ~uint64_t{0};
 constexpr uint64_t kListenKey = ~uint64_t{0} - 1;
 }  // namespace
 
+absl::StatusOr<CoordinatorConfig> CoordinatorConfigFor(const Options& options) {
+  absl::StatusOr<TlsConfig> tls = TlsConfigFrom(options);
+  if (!tls.ok()) return tls.status();
+  CoordinatorConfig config;
+  config.world_size = options.world_size;
+  config.world_id = options.world_id;
+  config.token = options.token;
+  config.heartbeat_timeout = options.heartbeat_timeout;
+  config.tls = *std::move(tls);
+  return config;
+}
+
 Coordinator::Coordinator(const CoordinatorConfig& config) : config_(config) {}
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const CoordinatorConfig& config) {

@@ -25,6 +25,13 @@ ABSL_FLAG(std::string, address_file, "",
 ABSL_FLAG(bool, insecure, false,
           "Run without HMC_TOKEN: anyone who reaches --bind may join. Without this flag an empty "
           "token is refused.");
+ABSL_FLAG(std::string, tls, "auto",
+          "TLS 1.3 on rank connections: auto (required from ranks whose address or this one's is "
+          "neither private nor loopback), on (required from every rank) or off (only where a rank "
+          "asks). Keys come from HMC_TOKEN unless --tls_cert, --tls_key and --tls_ca are given.");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain this coordinator presents.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_ca, "", "PEM authorities that ranks' certificates must chain to.");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::ZeroDuration(),
           "Silence after which a rank is declared failed; 0: ten round trips of its connection, at "
           "least 3 s.");
@@ -45,6 +52,16 @@ int main(int argc, char** argv) {
   config.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   config.insecure = absl::GetFlag(FLAGS_insecure);
   if (const char* token = std::getenv("HMC_TOKEN")) config.token = token;
+  absl::StatusOr<hmc::TlsMode> tls_mode = hmc::ParseTlsMode(absl::GetFlag(FLAGS_tls));
+  if (!tls_mode.ok()) {
+    std::fprintf(stderr, "hmc-coordinator: --%s\n",
+                 std::string(tls_mode.status().message()).c_str());
+    return 2;
+  }
+  config.tls = {.mode = *tls_mode,
+                .cert_file = absl::GetFlag(FLAGS_tls_cert),
+                .key_file = absl::GetFlag(FLAGS_tls_key),
+                .ca_file = absl::GetFlag(FLAGS_tls_ca)};
   if (config.world_size < 1) {
     std::fprintf(stderr, "hmc-coordinator: --world_size must be at least 1\n");
     return 2;

@@ -121,7 +121,9 @@ RankCommand CoordinatorCommand(const std::string& program, const CoordinatorPlac
       command.argv.end(),
       {program, "--bind=" + bind, absl::StrCat("--world_size=", config.world_size),
        absl::StrCat("--max_ranks=", config.max_ranks), "--world_id=" + config.world_id,
-       "--heartbeat_timeout=" + absl::FormatDuration(config.heartbeat_timeout)});
+       "--heartbeat_timeout=" + absl::FormatDuration(config.heartbeat_timeout),
+       absl::StrCat("--tls=", TlsModeName(config.tls.mode)), "--tls_cert=" + config.tls.cert_file,
+       "--tls_key=" + config.tls.key_file, "--tls_ca=" + config.tls.ca_file});
   if (!address_file.empty()) command.argv.push_back("--address_file=" + address_file);
   command.env = {"HMC_TOKEN=" + config.token};
   return command;

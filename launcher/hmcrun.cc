@@ -286,12 +286,9 @@ int Main(int argc, char** argv) {
   // --restart=on-failure: the coordinator is a process of its own, restarted when it dies (a
   // crash there must not end the job); otherwise it is served from this process.
   std::optional<ServiceProcess> coordinator_process;
-  CoordinatorConfig config;
-  config.world_size = world_size;
-  config.max_ranks = started;
-  config.world_id = options->world_id;
-  config.token = options->token;
-  config.heartbeat_timeout = options->heartbeat_timeout;
+  absl::StatusOr<CoordinatorConfig> config = CoordinatorConfigFor(*options);
+  if (!config.ok()) return Fail(config.status().message());
+  config->max_ranks = started;
   if (!args.coordinator.empty()) {
     hosted.address = args.coordinator;
   } else if (args.dry_run) {
@@ -303,7 +300,7 @@ int Main(int argc, char** argv) {
     const std::string program = absl::StrCat(
         std::filesystem::path(SelfExecutable(argv[0])).parent_path().string(), "/hmc-coordinator");
     absl::StatusOr<CoordinatorProcess> process =
-        StartCoordinatorProcess(program, *placement, config);
+        StartCoordinatorProcess(program, *placement, *config);
     if (!process.ok()) return Fail(process.status().message());
     hosted.address = process->address;
     coordinator_process.emplace(ServiceProcess{.name = "the coordinator",
@@ -311,7 +308,7 @@ int Main(int argc, char** argv) {
                                                .restart = std::move(process->restart)});
   } else {
     absl::StatusOr<HostedCoordinator> started =
-        HostCoordinator(*placements, config, args.coordinator_bind);
+        HostCoordinator(*placements, *config, args.coordinator_bind);
     if (!started.ok()) return Fail(started.status().message());
     hosted = std::move(*started);
   }

@@ -13,18 +13,15 @@ namespace hmc {
 std::string RandomToken() { return absl::BytesToHexString(RandomNonce()); }
 
 absl::StatusOr<int> RunLocalGroup(const LocalGroupSpec& spec) {
-  CoordinatorConfig config;
-  config.bind = spec.coordinator_bind;
-  config.world_size = spec.ranks;
-  config.world_id = spec.options.world_id;
-  config.token = spec.options.token.empty() ? RandomToken() : spec.options.token;
-  config.heartbeat_timeout = spec.options.heartbeat_timeout;
-  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(config);
-  if (!coordinator.ok()) return coordinator.status();
   Options options = spec.options;
-  options.coordinator = (*coordinator)->address().ToString();
-  options.token = config.token;
+  if (options.token.empty()) options.token = RandomToken();
   options.world_size = spec.ranks;
+  absl::StatusOr<CoordinatorConfig> config = CoordinatorConfigFor(options);
+  if (!config.ok()) return config.status();
+  config->bind = spec.coordinator_bind;
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Start(*config);
+  if (!coordinator.ok()) return coordinator.status();
+  options.coordinator = (*coordinator)->address().ToString();
   std::vector<RankProcess> ranks;
   for (int r = 0; r < spec.ranks; ++r) {
     options.rank = r;

@@ -231,6 +231,46 @@ TEST(Hmcrun, JoinsACoordinatorStartedElsewhere) {
   EXPECT_TRUE(coordinator->Wait(absl::Now() + absl::Seconds(30)).ok());
 }
 
+// --tls=on reaches the coordinator, hosted by hmcrun or (--restart=on-failure) run as
+// hmc-coordinator: every rank joins over TLS 1.3, and a host whose inventory turns TLS off is
+// refused by the coordinator, naming the cause on both sides.
+TEST(Hmcrun, TlsOnIsRequiredByTheCoordinatorHostedOrStarted) {
+  const std::string plain_host = WriteInventory("tls.ini", R"([zone-a]
+peer-a ansible_host=127.0.0.1 slots=1
+[zone-b]
+peer-b ansible_host=127.0.0.1 slots=1 hmc_tls=off
+)");
+  for (const char* coordinator : {"--restart=no", "--restart=on-failure"}) {
+    SCOPED_TRACE(coordinator);
+    Outcome run = Hmcrun({"-np", "2", coordinator, "--tls=on", HMC_HELLO_PATH, "--count=1000"});
+    EXPECT_EQ(run.code, 0) << run.output;
+    EXPECT_THAT(run.output, HasSubstr("[1 zone-a peer-a] rank 1/2"));
+    EXPECT_THAT(run.output, HasSubstr("protection TLS 1.3 TLS_")) << run.output;
+    EXPECT_THAT(run.output, Not(HasSubstr("protection none")));
+
+    run = Hmcrun({"-hosts", plain_host, coordinator, "--tls=on", HMC_HELLO_PATH, "--count=1000"});
+    EXPECT_NE(run.code, 0) << run.output;
+    EXPECT_THAT(run.output, HasSubstr("[1 zone-b peer-b] hello_allreduce: PERMISSION_DENIED: "
+                                      "coordinator 127.0.0.1:"));
+    EXPECT_THAT(run.output, HasSubstr("hmc[coordinator] rejected 127.0.0.1:"));
+    EXPECT_THAT(run.output, HasSubstr("requires TLS from 127.0.0.1:"));
+    EXPECT_THAT(run.output, HasSubstr("(its option tls is on)"));
+  }
+}
+
+TEST(HmcCoordinator, RefusesBadTlsFlagsBeforeListening) {
+  Outcome run = testing_util::RunCommand(
+      {HMC_COORDINATOR_PATH, "--insecure", "--world_size=2", "--tls=maybe"}, absl::Seconds(30));
+  EXPECT_EQ(run.code, 2) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("tls must be auto, on or off, not 'maybe'"));
+  run = testing_util::RunCommand({HMC_COORDINATOR_PATH, "--insecure", "--world_size=2",
+                                  "--tls_cert=" + TempPath("absent.pem")},
+                                 absl::Seconds(30));
+  EXPECT_EQ(run.code, 1) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("tls_cert, tls_key and tls_ca go together"));
+  EXPECT_THAT(run.output, Not(HasSubstr("listening")));
+}
+
 TEST(Hmcrun, AnUnreachableSshHostIsReportedWithItsRank) {
   if (access("/usr/bin/ssh", X_OK) != 0) GTEST_SKIP() << "needs ssh";
   // Port 1 on loopback: nothing listens there.
