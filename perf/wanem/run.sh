@@ -5,6 +5,7 @@
 # same (prefix hmcw) with every rank's output prefixed.
 #   perf/wanem/run.sh PREFIX PROGRAM [ARGS...]
 #   e.g. build/bin/hmc-wanem up perf/topologies/us-eu.topo --prefix=hmcw
+# HMC_HEARTBEAT_TIMEOUT, when set, is the coordinator's heartbeat timeout as well as the ranks'.
 #        perf/wanem/run.sh hmcw build/bin/hmc-perf --probe -e 16M
 set -eu
 cd "$(dirname "$0")/../.."
@@ -19,7 +20,8 @@ first_address=$(awk 'NR == 1 { print $3 }' "$hosts_file")
 HMC_TOKEN=$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')
 export HMC_TOKEN
 $wanem exec "$first_host" --prefix="$prefix" -- build/bin/hmc-coordinator \
-  --bind="$first_address:29400" --world_size="$n" > "/tmp/hmc-run-$prefix-coordinator.log" 2>&1 &
+  --bind="$first_address:29400" --world_size="$n" \
+  --heartbeat_timeout="${HMC_HEARTBEAT_TIMEOUT:-0}" > "/tmp/hmc-run-$prefix-coordinator.log" 2>&1 &
 coordinator=$!
 pids=""
 rank=0
