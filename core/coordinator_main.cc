@@ -52,16 +52,18 @@ int main(int argc, char** argv) {
   config.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
   config.insecure = absl::GetFlag(FLAGS_insecure);
   if (const char* token = std::getenv("HMC_TOKEN")) config.token = token;
-  absl::StatusOr<hmc::TlsMode> tls_mode = hmc::ParseTlsMode(absl::GetFlag(FLAGS_tls));
-  if (!tls_mode.ok()) {
-    std::fprintf(stderr, "hmc-coordinator: --%s\n",
-                 std::string(tls_mode.status().message()).c_str());
+  // The flags mean what the ranks' options of the same names mean, read by the same code.
+  hmc::Options tls_options;
+  tls_options.tls = absl::GetFlag(FLAGS_tls);
+  tls_options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  tls_options.tls_key = absl::GetFlag(FLAGS_tls_key);
+  tls_options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  absl::StatusOr<hmc::TlsConfig> tls = hmc::TlsConfigFrom(tls_options);
+  if (!tls.ok()) {
+    std::fprintf(stderr, "hmc-coordinator: --%s\n", std::string(tls.status().message()).c_str());
     return 2;
   }
-  config.tls = {.mode = *tls_mode,
-                .cert_file = absl::GetFlag(FLAGS_tls_cert),
-                .key_file = absl::GetFlag(FLAGS_tls_key),
-                .ca_file = absl::GetFlag(FLAGS_tls_ca)};
+  config.tls = *std::move(tls);
   if (config.world_size < 1) {
     std::fprintf(stderr, "hmc-coordinator: --world_size must be at least 1\n");
     return 2;

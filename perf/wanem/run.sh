@@ -5,8 +5,8 @@
 # same (prefix hmcw) with every rank's output prefixed.
 #   perf/wanem/run.sh PREFIX PROGRAM [ARGS...]
 #   e.g. build/bin/hmc-wanem up perf/topologies/us-eu.topo --prefix=hmcw
-# HMC_HEARTBEAT_TIMEOUT, when set, is the coordinator's heartbeat timeout as well as the ranks'.
 #        perf/wanem/run.sh hmcw build/bin/hmc-perf --probe -e 16M
+# HMC_HEARTBEAT_TIMEOUT, when set, is the coordinator's heartbeat timeout as well as the ranks'.
 set -eu
 cd "$(dirname "$0")/../.."
 prefix=$1
