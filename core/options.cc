@@ -47,6 +47,10 @@ const OptionSpec kOptionTable[] = {
     {"tls_ca", &Options::tls_ca,
      "PEM certificates of the authorities peers' certificates must "
      "chain to."},
+    {"tls_kernel", &Options::tls_kernel,
+     "Hand TLS records to the kernel (kTLS) where the kernel and OpenSSL allow it, so sends stay "
+     "zero-copy; off keeps sealing and opening in OpenSSL on the progress thread. Each link logs "
+     "which one it got."},
     {"integrity", &Options::integrity,
      "Seal on every frame of a TCP link without TLS: mac (AES-GMAC keyed per connection from the "
      "token: changed, forged or replayed frames fail), crc (CRC-32: corruption only) or off."},

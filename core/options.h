@@ -32,6 +32,7 @@ struct Options {
   std::string tls_cert;      // Certificates instead of keys from the token: all three, or none.
   std::string tls_key;
   std::string tls_ca;
+  bool tls_kernel = true;         // Kernel TLS (kTLS) where the kernel and OpenSSL offer it.
   std::string integrity = "mac";  // Frame seals where TLS is off: mac, crc or off.
 
   // Transport.

@@ -198,7 +198,8 @@ absl::StatusOr<TlsConfig> TlsConfigFrom(const Options& options) {
   return TlsConfig{.mode = *mode,
                    .cert_file = options.tls_cert,
                    .key_file = options.tls_key,
-                   .ca_file = options.tls_ca};
+                   .ca_file = options.tls_ca,
+                   .kernel = options.tls_kernel};
 }
 
 absl::StatusOr<std::unique_ptr<TlsContext>> TlsContext::Create(const TlsConfig& config) {
@@ -215,7 +216,8 @@ absl::StatusOr<std::unique_ptr<TlsContext>> TlsContext::Create(const TlsConfig& 
     return absl::InvalidArgumentError(why);
   };
   if (SSL_CTX_set_min_proto_version(ctx, TLS1_3_VERSION) != 1) return fail("TLS 1.3");
-  SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS | SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET);
+  if (config.kernel) SSL_CTX_set_options(ctx, SSL_OP_ENABLE_KTLS);
   // Nothing but application data after the handshake: kernel TLS cannot pass tickets on.
   SSL_CTX_set_num_tickets(ctx, 0);
   // Read whole socket buffers at once, not each record's header and body apart: a third of the

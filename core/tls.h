@@ -22,13 +22,15 @@ struct TlsConfig {
   std::string cert_file;
   std::string key_file;
   std::string ca_file;
+  bool kernel = true;  // Ask for kernel TLS (kTLS).
 };
 
 // A rank's TLS settings from its options (tls, tls_cert, tls_key, tls_ca).
 absl::StatusOr<TlsConfig> TlsConfigFrom(const Options& options);
 
-// One SSL_CTX for every stream of a transport. Kernel TLS (kTLS) is asked for: where the kernel
-// and OpenSSL take the keys, records are sealed and opened by the kernel.
+// One SSL_CTX for every stream of a transport. Kernel TLS (kTLS) is asked for unless the config
+// says not to: where the kernel and OpenSSL take the keys, records are sealed and opened by the
+// kernel.
 class TlsContext {
  public:
   static absl::StatusOr<std::unique_ptr<TlsContext>> Create(const TlsConfig& config);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "absl/strings/match.h"
+#include "core/tls.h"
 
 namespace hmc {
 namespace {
@@ -40,6 +41,20 @@ TEST(Options, RejectsBadValuesWithTheVariableName) {
   EXPECT_FALSE(o.Set("timeout", "10 parsecs").ok());
   EXPECT_FALSE(o.Set("no_such_option", "1").ok());
   EXPECT_EQ(o.streams, 0);  // A refused value leaves the option as it was.
+}
+
+TEST(Options, TlsSettingsReachTheTlsConfig) {
+  Options o;
+  auto defaults = TlsConfigFrom(o);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->mode, TlsMode::kAuto);
+  EXPECT_TRUE(defaults->kernel);
+  ASSERT_TRUE(o.ApplyFlags({"--tls=on", "--tls_kernel=0", "--tls_ca=/ca.pem"}).ok());
+  auto config = TlsConfigFrom(o);
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->mode, TlsMode::kOn);
+  EXPECT_FALSE(config->kernel);
+  EXPECT_EQ(config->ca_file, "/ca.pem");
 }
 
 TEST(Options, EnvironmentRoundTripsAndEveryOptionIsDocumented) {
