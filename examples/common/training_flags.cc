@@ -14,12 +14,21 @@ ABSL_FLAG(int, seed, 1, "Seed of the initial weights and the data order.");
 ABSL_FLAG(std::string, sync, "ddp",
           "ddp (average every step), ddp-ft (the same, fault tolerant: a step that loses a rank "
           "commits with the survivors), reducer (the same through c10d::Reducer and the hmc "
-          "hook), collab (collaborative optimizer) or local (no averaging: a baseline).");
+          "hook), collab (collaborative optimizer), diloco (--inner_steps local steps, then an "
+          "outer step on the averaged pseudo-gradient) or local (no averaging: a baseline).");
+ABSL_FLAG(int, inner_steps, 50, "diloco: local optimizer steps between two syncs (H).");
+ABSL_FLAG(double, outer_lr, 0.7, "diloco: the outer SGD's learning rate.");
+ABSL_FLAG(double, outer_momentum, 0.9, "diloco: the outer SGD's Nesterov momentum.");
+ABSL_FLAG(int, fragments, 1,
+          "diloco: sync the model in this many fragments at staggered steps, each overlapping "
+          "the next local step (streaming DiLoCo); 1: all at once.");
 ABSL_FLAG(int, target_batch, 0,
           "collab: samples the group processes per optimizer step (0: four global batches).");
 ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");
-ABSL_FLAG(std::string, codec_inter, "", "Codec across zones (empty: HMC_CODEC_INTER).");
-ABSL_FLAG(std::string, codec_intra, "", "Codec inside a zone (empty: HMC_CODEC_INTRA).");
+ABSL_FLAG(std::string, codec_inter, "",
+          "Codec across zones (empty: HMC_CODEC_INTER; diloco: int8).");
+ABSL_FLAG(std::string, codec_intra, "",
+          "Codec inside a zone (empty: HMC_CODEC_INTRA; diloco: int8).");
 ABSL_FLAG(int, bucket_kb, 4096, "ddp/reducer: gradient bucket size in KiB (DDP's bucket_cap).");
 ABSL_FLAG(int, threads, 0, "Torch threads per rank (0: cores / ranks on this machine).");
 ABSL_FLAG(std::string, json, "default",
@@ -31,16 +40,20 @@ namespace hmc::examples {
 std::unique_ptr<TrainingRun> StartFromFlags(absl::string_view program, int64_t global_batch) {
   const int target = absl::GetFlag(FLAGS_target_batch);
   const std::string json = absl::GetFlag(FLAGS_json);
-  return ValueOrThrow(TrainingRun::Start(
-      {.sync = absl::GetFlag(FLAGS_sync),
-       .target_batch = target > 0 ? target : 4 * global_batch,
-       .delay_updates = absl::GetFlag(FLAGS_delay_updates),
-       .codec_inter = absl::GetFlag(FLAGS_codec_inter),
-       .codec_intra = absl::GetFlag(FLAGS_codec_intra),
-       .json_path = json == "default" ? absl::StrCat(program, ".jsonl") : json,
-       .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
-       .threads = absl::GetFlag(FLAGS_threads),
-       .bucket_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_kb)) << 10}));
+  return ValueOrThrow(
+      TrainingRun::Start({.sync = absl::GetFlag(FLAGS_sync),
+                          .target_batch = target > 0 ? target : 4 * global_batch,
+                          .delay_updates = absl::GetFlag(FLAGS_delay_updates),
+                          .codec_inter = absl::GetFlag(FLAGS_codec_inter),
+                          .codec_intra = absl::GetFlag(FLAGS_codec_intra),
+                          .json_path = json == "default" ? absl::StrCat(program, ".jsonl") : json,
+                          .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
+                          .threads = absl::GetFlag(FLAGS_threads),
+                          .bucket_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_kb)) << 10,
+                          .inner_steps = absl::GetFlag(FLAGS_inner_steps),
+                          .outer_lr = absl::GetFlag(FLAGS_outer_lr),
+                          .outer_momentum = absl::GetFlag(FLAGS_outer_momentum),
+                          .fragments = absl::GetFlag(FLAGS_fragments)}));
 }
 
 int RunExample(int argc, char** argv, absl::string_view program, absl::string_view usage,

@@ -9,7 +9,8 @@
 #include "examples/common/training_run.h"
 
 // The flags every training example has: how gradients meet (--sync, --target_batch,
-// --delay_updates, --codec_inter, --codec_intra, --bucket_kb), --threads, --json,
+// --delay_updates, --codec_inter, --codec_intra, --bucket_kb, --inner_steps, --outer_lr,
+// --outer_momentum, --fragments), --threads, --json,
 // --checkpoint, --epochs and --seed.
 ABSL_DECLARE_FLAG(int, epochs);
 ABSL_DECLARE_FLAG(int, seed);

@@ -36,9 +36,9 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(const Settings& 
   // libtorch defaults to one thread here; set it explicitly either way.
   torch::set_num_threads(threads);
   if (settings.sync != "ddp" && settings.sync != "ddp-ft" && settings.sync != "reducer" &&
-      settings.sync != "collab" && settings.sync != "local") {
+      settings.sync != "collab" && settings.sync != "diloco" && settings.sync != "local") {
     return absl::InvalidArgumentError(
-        absl::StrCat("--sync=", settings.sync, ": ddp, ddp-ft, reducer, collab or local"));
+        absl::StrCat("--sync=", settings.sync, ": ddp, ddp-ft, reducer, collab, diloco or local"));
   }
   const char* coordinator = std::getenv("HMC_COORDINATOR");
   if (coordinator == nullptr || *coordinator == '\0') {
@@ -110,6 +110,20 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
         ddp::CollaborativeOptions{.target_batch_size = settings_.target_batch,
                                   .averaging = averaging,
                                   .delay_updates = settings_.delay_updates});
+  } else if (settings_.sync == "diloco") {
+    // int8 pseudo-gradients unless a codec is named.
+    const ddp::AveragingOptions defaults = ddp::DiLoCoOptions{}.averaging;
+    diloco_ = std::make_unique<ddp::DiLoCo>(
+        comm_, model.parameters(),
+        ddp::DiLoCoOptions{
+            .inner_steps = settings_.inner_steps,
+            .outer_lr = settings_.outer_lr,
+            .outer_momentum = settings_.outer_momentum,
+            .averaging = {.codec_inter = settings_.codec_inter.empty() ? defaults.codec_inter
+                                                                       : settings_.codec_inter,
+                          .codec_intra = settings_.codec_intra.empty() ? defaults.codec_intra
+                                                                       : settings_.codec_intra},
+            .fragments = settings_.fragments});
   }
 }
 
@@ -139,6 +153,7 @@ bool TrainingRun::Step(int64_t samples) {
       ddp::SetOptimizerSteps(*optimizer_, ddp_->step() - 1);
     }
     optimizer_->step();
+    if (diloco_ != nullptr) diloco_->AfterInnerStep(static_cast<double>(samples));
   }
   if (stepped) ++steps_;
   return stepped;
@@ -161,10 +176,17 @@ void TrainingRun::Train(int epochs, int64_t epoch_samples, int64_t local_batch,
     if (elastic() && ddp_->step() > (epoch + 1) * (epoch_samples / (local_batch * world_))) {
       continue;
     }
-    ReportEpoch(epoch, stats, evaluate());
+    Metrics metrics;
+    if (diloco_ != nullptr) {
+      diloco_->WithOuterParameters([&] { metrics = evaluate(); });
+    } else {
+      metrics = evaluate();
+    }
+    ReportEpoch(epoch, stats, metrics);
     SaveCheckpoint(epoch + 1);
   }
   if (collab_ != nullptr) collab_->Finish();
+  if (diloco_ != nullptr) diloco_->Finish();
 }
 
 TrainingRun::EpochStats TrainingRun::TrainEpoch(
@@ -208,6 +230,7 @@ ddp::Traffic TrainingRun::traffic() const {
   if (ddp_ != nullptr) return ddp_->traffic();
   if (hook_ != nullptr) return hook_->traffic();
   if (collab_ != nullptr) return collab_->traffic();
+  if (diloco_ != nullptr) return diloco_->traffic();
   return {};
 }
 

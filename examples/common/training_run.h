@@ -16,6 +16,7 @@
 #include "collectives/communicator.h"
 #include "ddp/averaging_hook.h"
 #include "ddp/collaborative_optimizer.h"
+#include "ddp/diloco.h"
 #include "ddp/distributed_data_parallel.h"
 
 namespace c10d {
@@ -32,7 +33,9 @@ class TrainingRun {
   struct Settings {
     // ddp: average every step with the DDP helper; reducer: the same through libtorch's
     // c10d::Reducer with hmc's comm hook; collab: collaborative optimizer; local: no averaging
-    // at all (each rank trains alone: the baseline of the overhead benchmark).
+    // at all (each rank trains alone: the baseline of the overhead benchmark); diloco: each rank
+    // steps alone for inner_steps steps, then the group averages the pseudo-gradients and takes
+    // an outer Nesterov step (ddp::DiLoCo).
     std::string sync = "ddp";
     int64_t target_batch = 0;  // collab: samples the group processes per optimizer step.
     bool delay_updates = false;
@@ -41,7 +44,11 @@ class TrainingRun {
     std::string json_path;        // Per-epoch JSON lines; empty: none.
     std::string checkpoint_path;  // Saved each epoch by rank 0, resumed when present.
     int threads = 0;              // Torch intra-op threads; 0: cores / ranks on this host.
-    size_t bucket_bytes = ddp::DdpOptions{}.bucket_bytes;  // ddp and reducer buckets.
+    size_t bucket_bytes = ddp::DdpOptions{}.bucket_bytes;    // ddp and reducer buckets.
+    int64_t inner_steps = ddp::DiLoCoOptions{}.inner_steps;  // diloco: steps between syncs.
+    double outer_lr = ddp::DiLoCoOptions{}.outer_lr;
+    double outer_momentum = ddp::DiLoCoOptions{}.outer_momentum;
+    int fragments = 1;  // diloco: > 1 streams fragments of the model at staggered steps.
   };
 
   // Joins the group when HMC_COORDINATOR is set (as hmcrun sets it), else runs alone.
@@ -70,9 +77,10 @@ class TrainingRun {
   // ddp/reducer that is one step per global batch (local_batch · world samples), so the run
   // equals one process with that batch; with collab the epoch is epoch_samples / target_batch
   // group steps, each rank processing batches at its own speed. Then `evaluate()` (collective)
-  // measures the model, the epoch is reported (rank 0's stdout and the JSON lines: the group's
-  // samples/s, mean loss, bytes inside and across zones and their egress cost, and the metrics)
-  // and checkpointed. At the end a delayed update still in flight is applied.
+  // measures the model (diloco: the outer parameters, the group's model), the epoch is reported
+  // (rank 0's stdout and the JSON lines: the group's samples/s, mean loss, bytes inside and across
+  // zones and their egress cost, and the metrics) and checkpointed. At the end a delayed update
+  // still in flight is applied.
   void Train(int epochs, int64_t epoch_samples, int64_t local_batch,
              const std::function<double(int epoch, int64_t slot)>& train_batch,
              const std::function<Metrics()>& evaluate);
@@ -109,6 +117,7 @@ class TrainingRun {
   std::shared_ptr<c10d::Reducer> reducer_;
   ddp::AveragingCommHook* hook_ = nullptr;  // Owned by reducer_.
   std::unique_ptr<ddp::CollaborativeOptimizer> collab_;
+  std::unique_ptr<ddp::DiLoCo> diloco_;
   int first_epoch_ = 0;  // Where Attach resumed.
   ddp::Traffic reported_;
   int64_t steps_ = 0;

@@ -8,7 +8,8 @@ the communication overhead per step) and to one peer.
 
   perf/training/train_bench.py loopback [--peers 1,2,4] [--sync local,ddp,reducer]
   perf/training/train_bench.py wan --scale 0.1 [--peers 1,2,4] [--sync ddp,collab]   # root
-  (--target_batch, --delay_updates for collab; --codec_inter for every mode; --samples per run)
+  (--target_batch, --delay_updates for collab; --inner_steps, --fragments for diloco;
+  --codec_inter for every mode; --samples per run)
 
 `wan` brings up perf/topologies/four-continents.topo with hmc-wanem (prefix hmcw), runs on
 examples/inventory.wan (whose first four hosts are one per continent) and takes it down.
@@ -34,6 +35,8 @@ def run_once(where, peers, sync, args, workdir):
                f"--sync={sync}", f"--batch={args.batch}", f"--target_batch={args.target_batch}"]
     if sync == "collab" and args.delay_updates:
         program.append("--delay_updates")
+    if sync == "diloco":
+        program += [f"--inner_steps={args.inner_steps}", f"--fragments={args.fragments}"]
     if args.codec_inter:
         program.append(f"--codec_inter={args.codec_inter}")
     if where == "wan":
@@ -62,6 +65,8 @@ def main():
     parser.add_argument("--target_batch", type=int, default=2048)
     parser.add_argument("--delay_updates", action="store_true", help="collab: delayed updates")
     parser.add_argument("--codec_inter", default="", help="codec between zones, every mode")
+    parser.add_argument("--inner_steps", type=int, default=50, help="diloco: steps per sync")
+    parser.add_argument("--fragments", type=int, default=1, help="diloco: streaming fragments")
     parser.add_argument("--scale", type=float, default=0.1)
     args = parser.parse_args()
     peers = [int(p) for p in args.peers.split(",")]

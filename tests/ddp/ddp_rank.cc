@@ -16,6 +16,7 @@
 //             moments and the step count, and trains on; prints a hash of what it holds
 //   reducer-rejoin  the same through libtorch's Reducer with the fault-tolerant hook
 //   collab-rejoin  the same with the fault-tolerant collaborative optimizer
+//   diloco, diloco-stream, diloco-survive, diloco-rejoin  DiLoCo (diloco_rank.cc)
 #include <signal.h>
 #include <torch/torch.h>
 
@@ -33,47 +34,10 @@
 #include "ddp/hmc_reducer.h"
 #include "ddp/optimizer_state.h"
 #include "ddp/process_group.h"
+#include "tests/ddp/ddp_rank_util.h"
 
 namespace hmc::ddp {
 namespace {
-
-constexpr int kExitWrong = 3;
-constexpr int kFeatures = 16;
-constexpr int kClasses = 4;
-constexpr int kBatch = 8;
-constexpr int kSteps = 15;
-
-#define EXPECT_OR_FAIL(cond, ...)                   \
-  do {                                              \
-    if (!(cond)) {                                  \
-      std::fprintf(stderr, "FAILED: " __VA_ARGS__); \
-      std::fprintf(stderr, "\n");                   \
-      return kExitWrong;                            \
-    }                                               \
-  } while (0)
-
-struct Data {
-  torch::Tensor x, y;
-};
-
-// A fixed synthetic classification task: labels from a random linear teacher.
-Data MakeData(int rows) {
-  torch::manual_seed(7);
-  Data d;
-  d.x = torch::randn({rows, kFeatures});
-  d.y = d.x.matmul(torch::randn({kFeatures, kClasses})).argmax(1);
-  return d;
-}
-
-torch::nn::Sequential MakeModel(int hidden = 32) {
-  torch::manual_seed(1);
-  return torch::nn::Sequential(torch::nn::Linear(kFeatures, hidden), torch::nn::Tanh(),
-                               torch::nn::Linear(hidden, kClasses));
-}
-
-torch::Tensor Loss(torch::nn::Sequential& model, const torch::Tensor& x, const torch::Tensor& y) {
-  return torch::nn::functional::cross_entropy(model->forward(x), y);
-}
 
 // One process on the union of every rank's batches: the reference for data parallelism.
 std::vector<torch::Tensor> TrainReference(const Data& d, int world) {
@@ -89,14 +53,6 @@ std::vector<torch::Tensor> TrainReference(const Data& d, int world) {
   std::vector<torch::Tensor> params;
   for (auto& p : model->parameters()) params.push_back(p.detach().clone());
   return params;
-}
-
-double MaxDifference(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
-  }
-  return worst;
 }
 
 // Trains this rank's share of each step's batch; `sync` averages the gradients after backward.
@@ -117,12 +73,6 @@ std::vector<torch::Tensor> TrainShard(torch::nn::Sequential& model, const Data& 
   std::vector<torch::Tensor> params;
   for (auto& p : model->parameters()) params.push_back(p.detach().clone());
   return params;
-}
-
-// The loss over the whole data set, without gradients.
-double FullLoss(torch::nn::Sequential& model, const Data& d) {
-  torch::NoGradGuard no_grad;
-  return Loss(model, d.x, d.y).item<double>();
 }
 
 int RunDdp(std::shared_ptr<Communicator> comm) {
@@ -203,16 +153,6 @@ int RunSurvive(std::shared_ptr<Communicator> comm) {
   EXPECT_OR_FAIL(comm->size() == world - 1, "%d ranks left", comm->size());
   EXPECT_OR_FAIL(diff < 2e-5, "parameters differ from the reference by %g", diff);
   return 0;
-}
-
-// FNV-1a over the bytes of every tensor.
-uint64_t HashTensors(const std::vector<std::pair<std::string, at::Tensor>>& tensors) {
-  uint64_t h = kFnv1aOffset;
-  for (const auto& [name, t] : tensors) {
-    const at::Tensor c = t.contiguous();
-    h = Fnv1a(c.data_ptr(), c.nbytes(), h);
-  }
-  return h;
 }
 
 // Fault-tolerant training, one step at a time, through the DDP helper or through libtorch's
@@ -533,7 +473,7 @@ int RunMismatch(std::shared_ptr<Communicator> comm) {
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: hmc-test-ddp ddp|reducer|pg|collab [--delay]|mismatch\n");
+    std::fprintf(stderr, "usage: hmc-test-ddp MODE (see the top of ddp_rank.cc)\n");
     return 1;
   }
   torch::set_num_threads(1);
@@ -558,6 +498,10 @@ int main(int argc, char** argv) {
     if (mode == "rejoin") return hmc::ddp::RunRejoin(comm, /*through_reducer=*/false);
     if (mode == "reducer-rejoin") return hmc::ddp::RunRejoin(comm, /*through_reducer=*/true);
     if (mode == "collab-rejoin") return hmc::ddp::RunCollabRejoin(comm);
+    if (mode == "diloco") return hmc::ddp::RunDiLoCo(comm);
+    if (mode == "diloco-stream") return hmc::ddp::RunDiLoCoStreaming(comm);
+    if (mode == "diloco-survive") return hmc::ddp::RunDiLoCoSurvive(comm);
+    if (mode == "diloco-rejoin") return hmc::ddp::RunDiLoCoRejoin(comm);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

@@ -54,6 +54,12 @@ TEST(CollaborativeOptimizer, DelayedUpdatesKeepRanksEqual) {
   EXPECT_EQ(RunGroup(2, {"collab", "--delay"}), 0);
 }
 
+TEST(DiLoCo, MatchesReplicasSimulatedInOneProcess) { EXPECT_EQ(RunGroup(3, {"diloco"}), 0); }
+
+TEST(DiLoCo, StreamingFragmentsKeepTheOuterParametersEqual) {
+  EXPECT_EQ(RunGroup(3, {"diloco-stream"}), 0);
+}
+
 TEST(Ddp, DifferentModelsAreRefusedOnEveryRank) { EXPECT_EQ(RunGroup(3, {"mismatch"}), 0); }
 
 // A coordinator and ranks of hmc-test-ddp started one by one, not as a local group, which would
@@ -108,10 +114,27 @@ TEST(Ddp, FaultTolerantHelperTrainsOnWithTheSurvivors) {
   }
 }
 
+// Fault-tolerant DiLoCo when a rank dies before a sync (ddp_rank.cc, "diloco-survive").
+TEST(DiLoCo, FaultTolerantSyncsGoOnWithTheSurvivors) {
+  constexpr int kRanks = 3;
+  HandStartedGroup group(kRanks);
+  ASSERT_TRUE(group.coordinator != nullptr);
+  for (int r = 0; r < kRanks; ++r) ASSERT_TRUE(group.Spawn("diloco-survive", r).ok());
+  for (int r = 0; r < kRanks; ++r) {
+    absl::StatusOr<int> code = group.ranks[r].Wait(absl::Now() + absl::Minutes(2));
+    ASSERT_TRUE(code.ok()) << "rank " << r << " hung:\n"
+                           << testing_util::ReadFile(group.outputs[r]);
+    EXPECT_EQ(*code, r == kRanks - 1 ? 128 + SIGKILL : 0)
+        << "rank " << r << ":\n"
+        << testing_util::ReadFile(group.outputs[r]);
+  }
+}
+
 // A killed rank's replacement joins fault-tolerant training (ddp_rank.cc, "rejoin" with the DDP
 // helper, "reducer-rejoin" with libtorch's Reducer and the fault-tolerant hook, "collab-rejoin"
-// with the collaborative optimizer): it takes the group's parameters, Adam's moments and step
-// count, and at the end every rank holds the same bits, the replacement included.
+// with the collaborative optimizer, "diloco-rejoin" with fault-tolerant DiLoCo): it takes the
+// group's parameters, Adam's moments and step count (DiLoCo: the outer parameters, momentum and
+// sync count), and at the end every rank holds the same bits, the replacement included.
 class Rejoin : public testing::TestWithParam<std::string> {};
 
 TEST_P(Rejoin, ReplacementRankJoinsWithTheGroupsStateAndStaysInStep) {
@@ -147,10 +170,12 @@ TEST_P(Rejoin, ReplacementRankJoinsWithTheGroupsStateAndStaysInStep) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Rejoin,
-                         testing::Values("rejoin", "reducer-rejoin", "collab-rejoin"),
+                         testing::Values("rejoin", "reducer-rejoin", "collab-rejoin",
+                                         "diloco-rejoin"),
                          [](const testing::TestParamInfo<std::string>& info) {
                            if (info.param == "rejoin") return std::string("DdpHelper");
                            if (info.param == "reducer-rejoin") return std::string("ReducerHook");
+                           if (info.param == "diloco-rejoin") return std::string("DiLoCo");
                            return std::string("CollaborativeOptimizer");
                          });
 
