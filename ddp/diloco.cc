@@ -104,16 +104,19 @@ bool DiLoCo::AfterInnerStep(double samples) {
     samples_since_sync_ = 0;
     return true;
   }
-  // Streaming: a fragment started at the last step is applied now (one inner step overlapped
-  // its averaging), then the fragments due at this step start.
+  // Streaming: a fragment whose averaging has completed is applied now, whichever step that is
+  // on this rank (the outer values depend only on the averages, so ranks agree on them; only the
+  // local parameters, which differ between ranks anyway, see the timing). A fragment due to
+  // start again waits for its last averaging first. Starts happen at the same steps everywhere,
+  // so every rank issues the same collectives in the same order.
   for (size_t f = 0; f < fragments_.size(); ++f) {
-    if (fragments_[f].averaging != nullptr) {
+    Fragment& fragment = fragments_[f];
+    const bool due = (inner_step_ + fragment.offset) % options_.inner_steps == 0;
+    if (fragment.averaging != nullptr && (due || fragment.averaging->completed())) {
       ApplyFragment(f);
       synced = true;
     }
-  }
-  for (size_t f = 0; f < fragments_.size(); ++f) {
-    if ((inner_step_ + fragments_[f].offset) % options_.inner_steps == 0) StartFragment(f);
+    if (due) StartFragment(f);
   }
   return synced;
 }

@@ -24,7 +24,8 @@ struct DiLoCoOptions {
   // The pseudo-gradients travel as int8 with error feedback unless the caller names codecs.
   AveragingOptions averaging{.codec_inter = "int8", .codec_intra = "int8"};
   // Streaming DiLoCo: the parameters in this many contiguous fragments, each synced once every
-  // inner_steps at staggered steps, its averaging overlapping the next inner step. 1: every
+  // inner_steps at staggered steps; its averaging overlaps the inner steps that follow, up to
+  // inner_steps of them, and is applied at the first step after it completes. 1: every
   // parameter at once, blocking.
   int fragments = 1;
   bool broadcast_parameters = true;  // Start from rank 0's values.
@@ -56,7 +57,8 @@ class DiLoCo {
 
   // Call after every inner optimizer step with the step's samples (the weight of this rank's
   // pseudo-gradient when fault tolerant). Returns true when a sync completed in this call (of
-  // any fragment, streaming).
+  // any fragment, streaming). Streaming, the outer parameters of ranks agree once every
+  // fragment's averaging in flight is applied (after Finish, say), not at every step.
   bool AfterInnerStep(double samples = 1);
   // Streaming: waits for the fragments in flight and applies them. Call once at the end.
   void Finish();

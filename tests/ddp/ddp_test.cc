@@ -56,7 +56,7 @@ TEST(CollaborativeOptimizer, DelayedUpdatesKeepRanksEqual) {
 
 TEST(DiLoCo, MatchesReplicasSimulatedInOneProcess) { EXPECT_EQ(RunGroup(3, {"diloco"}), 0); }
 
-TEST(DiLoCo, StreamingFragmentsKeepTheOuterParametersEqual) {
+TEST(DiLoCo, StreamingFragmentsEndWithEqualOuterParameters) {
   EXPECT_EQ(RunGroup(3, {"diloco-stream"}), 0);
 }
 
