@@ -249,6 +249,8 @@ absl::StatusOr<std::vector<std::string>> RankEnvironment(const RankPlacement& p,
   env.push_back(absl::StrCat("HMC_LOCAL_RANK=", p.local_rank));
   env.push_back(absl::StrCat("HMC_LOCAL_SIZE=", p.local_size));
   env.push_back(absl::StrCat("HMC_GPUS=", p.host->gpus));
+  // Whether a person watches hmcrun's output (the examples then show progress lines).
+  env.push_back(absl::StrCat("HMC_TERMINAL=", isatty(STDOUT_FILENO) == 1 ? 1 : 0));
   env.insert(env.end(), args.extra_env.begin(), args.extra_env.end());
   return env;
 }

@@ -1,5 +1,7 @@
 #include "examples/common/training_flags.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -8,6 +10,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "examples/common/progress_line.h"
 
 ABSL_FLAG(int, epochs, 2, "Epochs to train.");
 ABSL_FLAG(int, seed, 1, "Seed of the initial weights and the data order.");
@@ -34,11 +37,18 @@ ABSL_FLAG(int, threads, 0, "Torch threads per rank (0: cores / ranks on this mac
 ABSL_FLAG(std::string, json, "default",
           "Append per-epoch metrics here (default: PROGRAM.jsonl; empty: none).");
 ABSL_FLAG(std::string, checkpoint, "", "Save after every epoch and resume from this file.");
+ABSL_FLAG(std::string, progress, "auto",
+          "A progress line during each epoch, at most one a second: auto (when the output is a "
+          "terminal, or hmcrun's is), on or off.");
 
 namespace hmc::examples {
 
 std::unique_ptr<TrainingRun> StartFromFlags(absl::string_view program, int64_t global_batch) {
   const int target = absl::GetFlag(FLAGS_target_batch);
+  const std::string progress = absl::GetFlag(FLAGS_progress);
+  if (progress != "auto" && progress != "on" && progress != "off") {
+    throw std::runtime_error("--progress=" + progress + ": auto, on or off");
+  }
   const std::string json = absl::GetFlag(FLAGS_json);
   return ValueOrThrow(
       TrainingRun::Start({.sync = absl::GetFlag(FLAGS_sync),
@@ -53,7 +63,9 @@ std::unique_ptr<TrainingRun> StartFromFlags(absl::string_view program, int64_t g
                           .inner_steps = absl::GetFlag(FLAGS_inner_steps),
                           .outer_lr = absl::GetFlag(FLAGS_outer_lr),
                           .outer_momentum = absl::GetFlag(FLAGS_outer_momentum),
-                          .fragments = absl::GetFlag(FLAGS_fragments)}));
+                          .fragments = absl::GetFlag(FLAGS_fragments),
+                          .progress = progress == "on" || (progress == "auto" && OutputWatched()),
+                          .progress_in_place = isatty(STDOUT_FILENO) == 1}));
 }
 
 int RunExample(int argc, char** argv, absl::string_view program, absl::string_view usage,

@@ -10,7 +10,7 @@
 
 // The flags every training example has: how gradients meet (--sync, --target_batch,
 // --delay_updates, --codec_inter, --codec_intra, --bucket_kb, --inner_steps, --outer_lr,
-// --outer_momentum, --fragments), --threads, --json,
+// --outer_momentum, --fragments), --threads, --json, --progress,
 // --checkpoint, --epochs and --seed.
 ABSL_DECLARE_FLAG(int, epochs);
 ABSL_DECLARE_FLAG(int, seed);

@@ -18,6 +18,7 @@
 #include "ddp/hmc_reducer.h"
 #include "ddp/optimizer_state.h"
 #include "ddp/tensor_interop.h"
+#include "examples/common/progress_line.h"
 
 namespace hmc::examples {
 
@@ -194,6 +195,12 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     const std::function<double(int epoch, int64_t slot)>& train_batch) {
   EpochStats stats;
   const absl::Time start = absl::Now();
+  const bool reporter = (elastic() ? comm_->rank() : rank_) == 0;
+  std::optional<ProgressLine> progress;
+  if (settings_.progress && reporter) progress.emplace(stdout, settings_.progress_in_place);
+  // This rank's share of the epoch, in local batches (collab: about that many).
+  const int64_t batches = std::max<int64_t>(1, epoch_samples / (local_batch * world_));
+  const uint64_t sent_before = traffic().bytes_sent;
   auto train = [&](int64_t slot) {
     optimizer_->zero_grad();
     if (reducer_ != nullptr) {
@@ -202,7 +209,20 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     }
     stats.loss_sum += train_batch(epoch, slot) * static_cast<double>(local_batch);
     stats.samples += local_batch;
-    return Step(local_batch);
+    const bool stepped = Step(local_batch);
+    if (progress.has_value() && progress->Due(absl::Now())) {
+      const absl::Time now = absl::Now();
+      const double seconds = absl::ToDoubleSeconds(now - start);
+      const int64_t done = stats.samples / local_batch;
+      progress->Show(absl::StrFormat(
+                         "epoch %d: batch %d/%d, %.0f samples/s, loss %.4f, sent %.1f MB, "
+                         "%.0f s left",
+                         epoch + 1, done, batches, stats.samples * world_ / seconds,
+                         stats.loss_sum / stats.samples, (traffic().bytes_sent - sent_before) / 1e6,
+                         seconds / done * std::max<int64_t>(0, batches - done)),
+                     now);
+    }
+    return stepped;
   };
   if (elastic()) {
     // The group's step count ends the epoch: every rank, a joiner too, sees the same one. Each
@@ -223,6 +243,7 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     }
   }
   stats.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (progress.has_value()) progress->Clear();  // The epoch's own line comes next.
   return stats;
 }
 

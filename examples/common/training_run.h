@@ -49,6 +49,10 @@ class TrainingRun {
     double outer_lr = ddp::DiLoCoOptions{}.outer_lr;
     double outer_momentum = ddp::DiLoCoOptions{}.outer_momentum;
     int fragments = 1;  // diloco: > 1 streams fragments of the model at staggered steps.
+    // A progress line during each epoch (rank 0): rewritten in place when `progress_in_place`
+    // (a terminal), else one line per update; at most one a second.
+    bool progress = false;
+    bool progress_in_place = false;
   };
 
   // Joins the group when HMC_COORDINATOR is set (as hmcrun sets it), else runs alone.

@@ -129,6 +129,25 @@ TEST(TrainCv, DiLoCoLearnsAndSendsAFractionOfDdpsBytes) {
       << lines["ddp"];
 }
 
+// Progress lines: the first batch's at once, then at most one a second, each with the batch, the
+// rate, the loss, the bytes and the time left; none where nobody watches (output to a pipe,
+// hmcrun's too) unless asked for.
+TEST(TrainCv, ProgressLinesOnlyWhereSomeoneWatches) {
+  Outcome asked = RunCommand(Cat({HMC_TRAIN_CV_PATH, "--json=", "--progress=on"}, kSmallCv));
+  ASSERT_EQ(asked.code, 0) << asked.output;
+  EXPECT_THAT(asked.output,
+              testing::ContainsRegex("epoch 1: batch 1/20, [0-9]+ samples/s, loss [0-9.]+, sent "
+                                     "0.0 MB, [0-9]+ s left\n"));
+  Outcome piped =
+      RunCommand(Cat({HMC_HMCRUN_PATH, "-np", "2", HMC_TRAIN_CV_PATH, "--json="}, kSmallCv));
+  ASSERT_EQ(piped.code, 0) << piped.output;
+  EXPECT_THAT(piped.output, HasSubstr("epoch 1: 2560 samples"));
+  EXPECT_FALSE(absl::StrContains(piped.output, "batch 1/")) << piped.output;
+  Outcome refused = RunCommand({HMC_TRAIN_CV_PATH, "--json=", "--progress=sometimes"});
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_THAT(refused.output, HasSubstr("--progress=sometimes: auto, on or off"));
+}
+
 TEST(TrainCv, MissingDataIsAClearError) {
   Outcome run = RunCommand({HMC_TRAIN_CV_PATH, "--data_dir=/nonexistent", "--json="});
   EXPECT_EQ(run.code, 1);
