@@ -15,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "core/frame.h"
 #include "launcher/local_group.h"
 #include "launcher/process.h"
+#include "launcher/progress_line.h"
 #include "perf/codec_bench.h"
 #include "perf/perf_rank.h"
 #include "perf/perf_table.h"
@@ -50,7 +52,10 @@ struct PerfArgs {
   int warmup = 3;
   bool check = true;
   int root = 0;
-  std::string json_path;     // -J: also append one JSON object per row to this file.
+  std::string json_path;  // -J: also append one JSON object per row to this file.
+  // -P: a size whose calls last longer than this shows progress on stderr, where a person
+  // watches (a terminal, or hmcrun's).
+  double progress_after_s = 3;
   bool probe = false;        // --probe: the RTT and bandwidth matrix instead of collectives.
   bool codec_bench = false;  // --codec-bench: codec speed and error on this core, no group.
   std::vector<perf::PlanSpec> plans;  // --plans: all-reduce plans side by side at -e bytes.
@@ -66,7 +71,8 @@ void Usage() {
                "                [-c allreduce,reduce_scatter,allgather,broadcast,sendrecv|all]\n"
                "                [-d float|half|bfloat16|double|int32|int64|uint8]\n"
                "                [-o sum|avg|min|max|prod] [-r ROOT] [-i ITERS] [-w WARMUP]\n"
-               "                [-k 0|1 (check)] [-J JSONL_FILE] [--probe] [--codec-bench]\n"
+               "                [-k 0|1 (check)] [-J JSONL_FILE] [-P PROGRESS_AFTER_S]\n"
+               "                [--probe] [--codec-bench]\n"
                "                [--plans 'algo=ring; algo=hierarchical codec_inter=int8; auto']\n"
                "                [--help-options]\n"
                "                [--OPTION=VALUE ...]\n");
@@ -227,7 +233,14 @@ int RunRank(const Options& options, PerfArgs a) {
       FillInput(collective, a, rank, n, in, count);
       std::vector<double> times;
       CollectiveReport report;
-      for (int it = 0; it < a.warmup + a.iterations; ++it) {
+      // On stderr: stdout is the table that scripts parse.
+      std::optional<ProgressLine> progress;
+      if (rank == 0 && OutputWatched(STDERR_FILENO)) {
+        progress.emplace(stderr, isatty(STDERR_FILENO) == 1);
+      }
+      const absl::Time size_start = absl::Now();
+      const int calls = a.warmup + a.iterations;
+      for (int it = 0; it < calls; ++it) {
         if (absl::Status s = comm.Barrier()->Wait(); !s.ok()) {
           std::fprintf(stderr, "hmc-perf: %s\n", s.ToString().c_str());
           return 1;
@@ -243,7 +256,19 @@ int RunRank(const Options& options, PerfArgs a) {
         double slowest = us;
         if (!perf::ReduceInPlace(comm, &slowest, 1, DType::kF64, ReduceOp::kMax)) return 1;
         if (it >= a.warmup) times.push_back(slowest);
+        // Only runs longer than a few seconds (-P) show progress.
+        const absl::Time now = absl::Now();
+        if (progress.has_value() && now - size_start >= absl::Seconds(a.progress_after_s) &&
+            progress->Due(now)) {
+          const double per_call = absl::ToDoubleSeconds(now - size_start) / (it + 1);
+          progress->Show(absl::StrFormat("# %s of %d bytes: call %d/%d (%d warm-up), last %.3f s, "
+                                         "%.0f s left",
+                                         collective, bytes, it + 1, calls, a.warmup, slowest / 1e6,
+                                         per_call * (calls - it - 1)),
+                         now);
+        }
       }
+      if (progress.has_value()) progress->Clear();
       const double median_us = perf::Median(times);
       int64_t wrong = 0;
       double l2_error = -1;
@@ -393,6 +418,8 @@ int main(int argc, char** argv) {
       ok = absl::SimpleAtoi(value, &a.warmup) && a.warmup >= 0;
     } else if (flag == "-J") {
       a.json_path = value;
+    } else if (flag == "-P") {
+      ok = absl::SimpleAtod(value, &a.progress_after_s) && a.progress_after_s >= 0;
     } else if (flag == "--plans") {
       absl::StatusOr<std::vector<hmc::perf::PlanSpec>> plans = hmc::perf::ParsePlans(value);
       if (!plans.ok()) {

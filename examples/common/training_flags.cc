@@ -10,7 +10,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "examples/common/progress_line.h"
+#include "launcher/progress_line.h"
 
 ABSL_FLAG(int, epochs, 2, "Epochs to train.");
 ABSL_FLAG(int, seed, 1, "Seed of the initial weights and the data order.");
@@ -50,22 +50,22 @@ std::unique_ptr<TrainingRun> StartFromFlags(absl::string_view program, int64_t g
     throw std::runtime_error("--progress=" + progress + ": auto, on or off");
   }
   const std::string json = absl::GetFlag(FLAGS_json);
-  return ValueOrThrow(
-      TrainingRun::Start({.sync = absl::GetFlag(FLAGS_sync),
-                          .target_batch = target > 0 ? target : 4 * global_batch,
-                          .delay_updates = absl::GetFlag(FLAGS_delay_updates),
-                          .codec_inter = absl::GetFlag(FLAGS_codec_inter),
-                          .codec_intra = absl::GetFlag(FLAGS_codec_intra),
-                          .json_path = json == "default" ? absl::StrCat(program, ".jsonl") : json,
-                          .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
-                          .threads = absl::GetFlag(FLAGS_threads),
-                          .bucket_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_kb)) << 10,
-                          .inner_steps = absl::GetFlag(FLAGS_inner_steps),
-                          .outer_lr = absl::GetFlag(FLAGS_outer_lr),
-                          .outer_momentum = absl::GetFlag(FLAGS_outer_momentum),
-                          .fragments = absl::GetFlag(FLAGS_fragments),
-                          .progress = progress == "on" || (progress == "auto" && OutputWatched()),
-                          .progress_in_place = isatty(STDOUT_FILENO) == 1}));
+  return ValueOrThrow(TrainingRun::Start(
+      {.sync = absl::GetFlag(FLAGS_sync),
+       .target_batch = target > 0 ? target : 4 * global_batch,
+       .delay_updates = absl::GetFlag(FLAGS_delay_updates),
+       .codec_inter = absl::GetFlag(FLAGS_codec_inter),
+       .codec_intra = absl::GetFlag(FLAGS_codec_intra),
+       .json_path = json == "default" ? absl::StrCat(program, ".jsonl") : json,
+       .checkpoint_path = absl::GetFlag(FLAGS_checkpoint),
+       .threads = absl::GetFlag(FLAGS_threads),
+       .bucket_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_bucket_kb)) << 10,
+       .inner_steps = absl::GetFlag(FLAGS_inner_steps),
+       .outer_lr = absl::GetFlag(FLAGS_outer_lr),
+       .outer_momentum = absl::GetFlag(FLAGS_outer_momentum),
+       .fragments = absl::GetFlag(FLAGS_fragments),
+       .progress = progress == "on" || (progress == "auto" && OutputWatched(STDOUT_FILENO)),
+       .progress_in_place = isatty(STDOUT_FILENO) == 1}));
 }
 
 int RunExample(int argc, char** argv, absl::string_view program, absl::string_view usage,

@@ -18,7 +18,7 @@
 #include "ddp/hmc_reducer.h"
 #include "ddp/optimizer_state.h"
 #include "ddp/tensor_interop.h"
-#include "examples/common/progress_line.h"
+#include "launcher/progress_line.h"
 
 namespace hmc::examples {
 

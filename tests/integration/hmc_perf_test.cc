@@ -1,4 +1,6 @@
-// hmc-perf as users run it: its plan comparison on four local ranks, and the tables' median.
+// hmc-perf as users run it: its plan comparison on four local ranks, progress on long runs, and
+// the tables' median.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -65,6 +67,23 @@ TEST(HmcPerfPlans, AnUnknownKeyIsRefusedBeforeAnyRankStarts) {
       RunCommand({HMC_PERF_PATH, "-n", "2", "--plans", "algo=ring; colour=blue"});
   EXPECT_EQ(run.code, 2) << run.output;
   EXPECT_TRUE(absl::StrContains(run.output, "'colour=blue' in plan 'colour=blue'")) << run.output;
+}
+
+// A run longer than -P seconds shows progress on stderr where someone watches (HMC_TERMINAL=1,
+// as hmcrun sets it on a terminal), and the table stays intact.
+TEST(HmcPerf, LongRunsShowProgressWhereSomeoneWatches) {
+  const testing_util::Outcome run =
+      RunCommand({"env", "HMC_TERMINAL=1", HMC_PERF_PATH, "-n", "2", "-b", "16M", "-e", "16M", "-i",
+                  "20", "-w", "1", "-P", "0", "--algo=ring", "--local_sockets=0"});
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, testing::ContainsRegex("# allreduce of 16777216 bytes: call [0-9]+/21 "
+                                                 "\\(1 warm-up\\), last [0-9.]+ s, [0-9]+ s left"));
+  EXPECT_THAT(run.output, testing::ContainsRegex(" 16777216 +4194304 +float +sum "));
+  // Into a file, nobody watches.
+  const testing_util::Outcome logged =
+      RunCommand({HMC_PERF_PATH, "-n", "2", "-b", "1M", "-e", "1M", "-i", "3", "-P", "0"});
+  ASSERT_EQ(logged.code, 0) << logged.output;
+  EXPECT_FALSE(absl::StrContains(logged.output, "call ")) << logged.output;
 }
 
 TEST(PerfTable, MedianOfAnEvenCountIsTheMeanOfTheMiddleTwo) {

@@ -1,5 +1,5 @@
-#ifndef HMC_EXAMPLES_COMMON_PROGRESS_LINE_H_
-#define HMC_EXAMPLES_COMMON_PROGRESS_LINE_H_
+#ifndef HMC_LAUNCHER_PROGRESS_LINE_H_
+#define HMC_LAUNCHER_PROGRESS_LINE_H_
 
 #include <cstdio>
 #include <string>
@@ -7,11 +7,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace hmc::examples {
+namespace hmc {
 
-// A progress line that a person watches during a long loop: the first update and then at most
-// one per `interval`. On a terminal the line is rewritten in place and erased by Clear; elsewhere
-// (a rank's output that hmcrun relays to a terminal) each update is a line of its own.
+// A progress line that a person watches during a long loop (the training examples' epochs,
+// hmc-perf's long runs): the first update and then at most one per `interval`. On a terminal the
+// line is rewritten in place and erased by Clear; elsewhere (a rank's output that hmcrun relays
+// to a terminal) each update is a line of its own.
 class ProgressLine {
  public:
   // `out`: where the lines go; `in_place`: rewrite one line (a terminal).
@@ -33,10 +34,10 @@ class ProgressLine {
   bool shown_ = false;
 };
 
-// Whether a person watches this process's output: its standard output is a terminal, or hmcrun,
-// whose own output is one, started it (HMC_TERMINAL=1).
-bool OutputWatched();
+// Whether a person watches this process's output `fd`: it is a terminal, or hmcrun, whose own
+// output is one, started this process (HMC_TERMINAL=1).
+bool OutputWatched(int fd);
 
-}  // namespace hmc::examples
+}  // namespace hmc
 
-#endif  // HMC_EXAMPLES_COMMON_PROGRESS_LINE_H_
+#endif  // HMC_LAUNCHER_PROGRESS_LINE_H_

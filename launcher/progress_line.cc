@@ -1,11 +1,11 @@
-#include "examples/common/progress_line.h"
+#include "launcher/progress_line.h"
 
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 
-namespace hmc::examples {
+namespace hmc {
 
 void ProgressLine::Show(absl::string_view text, absl::Time now) {
   last_ = now;
@@ -26,10 +26,10 @@ void ProgressLine::Clear() {
   shown_ = false;
 }
 
-bool OutputWatched() {
-  if (isatty(STDOUT_FILENO) == 1) return true;
+bool OutputWatched(int fd) {
+  if (isatty(fd) == 1) return true;
   const char* terminal = std::getenv("HMC_TERMINAL");
   return terminal != nullptr && std::strcmp(terminal, "1") == 0;
 }
 
-}  // namespace hmc::examples
+}  // namespace hmc
