@@ -32,6 +32,7 @@ enum class Phase : uint8_t {
   kCommit = 11,       // The commit vote of an averaging round.
   kReconcile = 12,    // The first exchange of a membership epoch (averaging.h).
   kState = 13,        // A joining rank downloads the members' state (state_transfer.h).
+  kOneShot = 14,      // The one-shot all-reduce (one_shot_allreduce.h).
 };
 
 // Tag = sequence number (28 bits) | phase (4) | step (12) | segment (20). Distinct sequence

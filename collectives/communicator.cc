@@ -12,6 +12,7 @@
 #include "collectives/halving_doubling.h"
 #include "collectives/hierarchical.h"
 #include "collectives/host_collectives.h"
+#include "collectives/one_shot_allreduce.h"
 #include "collectives/shares.h"
 #include "core/log.h"
 #include "transports/tcp/tcp_transport.h"
@@ -432,7 +433,7 @@ std::shared_ptr<Work> Communicator::LaunchAllReduce(std::shared_ptr<const Group>
   PlanTrials::Step step;
   const std::shared_ptr<PlanTrials> trials = g->trials;
   if (planned.ok() && options_.explore && g->size() > 1 && !planned->algorithm_forced &&
-      planned->algorithm != "halving_doubling") {
+      planned->algorithm != "halving_doubling" && planned->algorithm != "one_shot") {
     trial_class =
         absl::StrFormat("%d|%s|%s|%s|%s|%s", std::bit_width(in.bytes()), DTypeName(in.dtype),
                         ReduceOpName(op), planned->codec_inter, planned->codec_intra, call.shares);
@@ -448,11 +449,12 @@ std::shared_ptr<Work> Communicator::LaunchAllReduce(std::shared_ptr<const Group>
   if (check.ok() && !planned.ok()) check = planned.status();
   const AllReducePlan plan = planned.ok() ? *planned : AllReducePlan{};
   const std::vector<std::string> algorithms = {"ring", "halving_doubling", "hierarchical",
-                                               "butterfly"};
+                                               "butterfly", "one_shot"};
   const auto known = std::find(algorithms.begin(), algorithms.end(), plan.algorithm);
   if (check.ok() && known == algorithms.end()) {
     check = absl::InvalidArgumentError(absl::StrFormat(
-        "unknown all-reduce algorithm '%s' (ring, halving_doubling, hierarchical, butterfly)",
+        "unknown all-reduce algorithm '%s' (ring, halving_doubling, hierarchical, butterfly, "
+        "one_shot)",
         plan.algorithm));
   }
   // Codecs by link class; a bad spec fails the call on this rank (and so on every rank).
@@ -503,6 +505,9 @@ std::shared_ptr<Work> Communicator::LaunchAllReduce(std::shared_ptr<const Group>
       return ButterflyAllReduce(ctx, in.data, out.data, in.count, in.dtype, op,
                                 PartsByWeight(in.count, plan.shares), codecs,
                                 /*pace_links=*/false);
+    }
+    if (plan.algorithm == "one_shot") {
+      return OneShotAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
     }
     return plan.algorithm == "ring"
                ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)

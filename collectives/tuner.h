@@ -13,7 +13,7 @@ namespace hmc {
 // How one all-reduce runs. Every rank derives the same plan from the same inputs (options, the
 // shared link matrix, the call's size), and the argument check compares fingerprints.
 struct AllReducePlan {
-  std::string algorithm;             // ring, halving_doubling, butterfly or hierarchical.
+  std::string algorithm;             // ring, halving_doubling, butterfly, hierarchical or one_shot.
   std::string codec_inter = "none";  // Codec on links between zones.
   std::string codec_intra = "none";  // Codec on links inside a zone.
   std::vector<double> shares;        // Butterfly: each rank's share of the vector.
@@ -48,7 +48,10 @@ inline constexpr char kAutoCodec[] = "int8:block=256";
 
 // The rules (README "Tuner"):
 //  1. A forced choice wins.
-//  2. Below small_message_bytes: halving-doubling (latency-bound; fewest rounds).
+//  2. Below small_message_bytes (latency-bound): one-shot or halving-doubling, whichever a model
+//     of the slowest link (half the longest round trip per latency, its rate per byte) makes
+//     faster: one-shot pays one latency and sends (n-1)× the vector, halving-doubling pays
+//     2·⌈log2 n⌉ latencies and sends about twice the vector. Unmeasured: 50 µs, 1 GB/s.
 //  3. Ranks in several zones, some zone holding two or more: hierarchical (each WAN link carries
 //     1/k of the vector for zones of k).
 //  4. Otherwise, with measurements: butterfly with balanced shares where the peers' bandwidths

@@ -76,8 +76,9 @@ const OptionSpec kOptionTable[] = {
      "Memory for messages that arrive before their receive is posted; beyond it reading pauses."},
     {"algo", &Options::algo,
      "All-reduce algorithm: auto (the tuner), ring, halving_doubling, butterfly (direct, with "
-     "bandwidth-weighted shares) or hierarchical (inside each zone, then across zones in parallel "
-     "shards)."},
+     "bandwidth-weighted shares), hierarchical (inside each zone, then across zones in parallel "
+     "shards) or one_shot (every rank sends its vector to every other and reduces all of them: "
+     "one latency for small messages)."},
     {"codec_inter", &Options::codec_inter,
      "Codec on links between zones: none, fp16, bf16, int8[:block=N], uniform8, quantile8, "
      "topk[:ratio=R], powersgd[:rank=R], or auto (int8 where it beats the link). Lossy codecs "
@@ -188,9 +189,10 @@ absl::Status Validate(const Options& o) {
     return absl::InvalidArgumentError(absl::StrFormat("workers=%d: must be 1..64", o.workers));
   }
   if (o.algo != "auto" && o.algo != "ring" && o.algo != "halving_doubling" &&
-      o.algo != "butterfly" && o.algo != "hierarchical") {
+      o.algo != "butterfly" && o.algo != "hierarchical" && o.algo != "one_shot") {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "algo=%s: must be auto, ring, halving_doubling, butterfly or hierarchical", o.algo));
+        "algo=%s: must be auto, ring, halving_doubling, butterfly, hierarchical or one_shot",
+        o.algo));
   }
   if (absl::StatusOr<TlsMode> tls = ParseTlsMode(o.tls); !tls.ok()) return tls.status();
   if (absl::StatusOr<FrameIntegrity> integrity = ParseFrameIntegrity(o.integrity);

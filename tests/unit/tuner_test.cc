@@ -1,6 +1,7 @@
 // The share solver, the tuner's rules, egress prices and the link matrix's wire form.
 #include "collectives/tuner.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <numeric>
@@ -101,10 +102,36 @@ TEST(Tuner, FollowsTheDocumentedRules) {
   in.zone_of = {0, 0, 1};
   EXPECT_EQ(ChoosePlan(in)->algorithm, "hierarchical");
   in.bytes = 1000;
-  EXPECT_EQ(ChoosePlan(in)->algorithm, "halving_doubling");
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "one_shot");  // 100 ms round trips: one latency.
   in.algo = "ring";
   EXPECT_EQ(ChoosePlan(in)->algorithm, "ring");
   EXPECT_EQ(ChoosePlan(in)->why, "forced");
+}
+
+// Small messages: one-shot where latency dominates, halving-doubling where the (n-1) copies of
+// the vector would take longer than the latencies it saves.
+TEST(Tuner, SmallMessagesGoOneShotWhileLatencyDominates) {
+  // Eight ranks across continents: 200 ms round trips, 10 Mbit/s.
+  std::vector<std::vector<double>> rates(8, std::vector<double>(8, 10));
+  for (int i = 0; i < 8; ++i) rates[i][i] = 0;
+  const LinkMatrix wan = Matrix(rates, 200);
+  TunerInput in;
+  in.zone_of = {0, 1, 2, 3, 4, 5, 6, 7};
+  in.links = &wan;
+  in.bytes = 4 << 10;
+  absl::StatusOr<AllReducePlan> plan = ChoosePlan(in);
+  EXPECT_EQ(plan->algorithm, "one_shot") << plan->why;
+  EXPECT_THAT(plan->why, testing::HasSubstr("one-shot"));
+  // 7 × 200 KiB at 1.25 MB/s take 1.15 s, twice 200 KiB 0.33 s: more than the 0.5 s of
+  // latencies that one-shot saves.
+  in.bytes = 200 << 10;
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "halving_doubling");
+  // Unmeasured (a data centre is assumed): one-shot for a few KiB, not for 200 KiB on 8 ranks.
+  in.links = nullptr;
+  in.bytes = 1 << 10;
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "one_shot");
+  in.bytes = 200 << 10;
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "halving_doubling");
 }
 
 TEST(Tuner, AutoCodecCompressesOnlyLinksSlowerThanTheCodec) {

@@ -1,0 +1,40 @@
+#include "collectives/one_shot_allreduce.h"
+
+#include <cstring>
+#include <vector>
+
+#include "collectives/host_reduce.h"
+
+namespace hmc {
+
+absl::Status OneShotAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
+                              DType dtype, ReduceOp op) {
+  const int n = ctx.size();
+  const int r = ctx.rank();
+  const size_t bytes = count * DTypeSize(dtype);
+  const DType acc_type = AccumulatorType(dtype);
+  const size_t acc_bytes = count * DTypeSize(acc_type);
+  uint8_t* all = ctx.Scratch(static_cast<size_t>(n) * bytes);
+  std::memcpy(all + static_cast<size_t>(r) * bytes, in, bytes);
+  std::vector<CollectiveContext::Pending> pending;
+  for (int step = 1; step < n; ++step) {
+    // Peers in a rotated order, so that no rank is everyone's first destination.
+    const int to = (r + step) % n, from = (r - step + n) % n;
+    pending.push_back(ctx.Send(to, Phase::kOneShot, 0, 0, in, bytes));
+    pending.push_back(
+        ctx.Recv(from, Phase::kOneShot, 0, 0, all + static_cast<size_t>(from) * bytes, bytes));
+  }
+  if (absl::Status s = ctx.WaitAll(pending); !s.ok()) return s;
+  // The same operations on the same values, in rank order, on every rank.
+  uint8_t* acc = ctx.Scratch(acc_bytes);
+  uint8_t* next = ctx.Scratch(acc_bytes);
+  ToAccumulator(acc, all, count, dtype);
+  for (int p = 1; p < n; ++p) {
+    ToAccumulator(next, all + static_cast<size_t>(p) * bytes, count, dtype);
+    ReduceHost(acc, acc, next, count, acc_type, op);
+  }
+  FinalizeReduction(out, acc, count, dtype, op, n);
+  return absl::OkStatus();
+}
+
+}  // namespace hmc
