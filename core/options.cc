@@ -102,7 +102,8 @@ const OptionSpec kOptionTable[] = {
     {"prices", &Options::prices,
      "Egress price table (lines FROM_ZONE TO_ZONE USD_PER_GB); empty: built-in cloud prices."},
     {"small_message_bytes", &Options::small_message_bytes,
-     "auto uses halving-doubling below this size and the pipelined ring from it."},
+     "auto uses one-shot or halving-doubling (the tuner's latency model) below this size and "
+     "the pipelined ring from it."},
     {"chunk_bytes", &Options::chunk_bytes,
      "Largest pipeline segment; all-reduce uses at most a quarter of each rank's part (at least "
      "64 KiB) so that short vectors pipeline too."},

@@ -265,10 +265,10 @@ int RunRejoin(std::shared_ptr<Communicator> comm, bool through_reducer) {
 // samples, the last peer dies in round 4, a replacement joins; they stop once kMinRounds rounds are
 // done and the last kFullRounds had three peers.
 int RunCollabRejoin(std::shared_ptr<Communicator> comm) {
-  constexpr int kKillAt = 4, kMinRounds = 20, kFullRounds = 3, kMaxBatches = 4000, kPeers = 3;
+  constexpr int kKillAt = 4, kMinRounds = 20, kFullRounds = 3, kDataBatches = 4000, kPeers = 3;
   const int id = comm->id();
   const bool joiner = comm->joined_running_group();
-  const Data d = MakeData(kMaxBatches * kBatch);
+  const Data d = MakeData(kDataBatches * kBatch);
   auto model = MakeModel();
   if (joiner) {
     torch::NoGradGuard no_grad;
@@ -280,11 +280,17 @@ int RunCollabRejoin(std::shared_ptr<Communicator> comm) {
                                  .progress_interval = absl::Milliseconds(5),
                                  .fault_tolerant = true});
   int full_rounds = 0;
-  for (int b = 0; b < kMaxBatches; ++b) {
-    const int64_t begin = ((b * 7 + id * 13) % (kMaxBatches - 1)) * kBatch;
+  // Peers take different numbers of batches per round, so only the group's rounds may end the
+  // loop (a peer that stopped after its own count of batches would leave the others in a
+  // round). The pause keeps the survivors training until the replacement, which may take a
+  // while to start on a loaded machine, has joined; the deadline only bounds a failing run.
+  const absl::Time give_up = absl::Now() + absl::Seconds(90);
+  for (int b = 0; absl::Now() < give_up; ++b) {
+    const int64_t begin = ((b * 7 + id * 13) % (kDataBatches - 1)) * kBatch;
     adam.zero_grad();
     Loss(model, d.x.narrow(0, begin, kBatch), d.y.narrow(0, begin, kBatch)).backward();
     if (id == kPeers - 1 && collab.rounds() == kKillAt) raise(SIGKILL);
+    absl::SleepFor(absl::Milliseconds(2));
     if (!collab.Step(kBatch)) continue;
     // The same on every peer: the committed round's.
     full_rounds = collab.last_round_peers() == kPeers ? full_rounds + 1 : 0;
