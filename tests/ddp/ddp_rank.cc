@@ -210,12 +210,7 @@ int RunRejoin(std::shared_ptr<Communicator> comm, bool through_reducer) {
   const int id = comm->id();
   const bool joiner = comm->joined_running_group();
   const Data d = MakeData(kMaxSteps * kBatch);
-  auto model = MakeModel();
-  if (joiner) {
-    // Whatever it starts from must be replaced by the group's.
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->parameters()) p.add_(1.0);
-  }
+  auto model = MakeRejoinModel(joiner);
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.01));
   const NamedTensors optimizer_state = MaterializeOptimizerState(adam);
   FaultTolerantTrainer trainer(comm, model, optimizer_state, through_reducer);
@@ -269,11 +264,7 @@ int RunCollabRejoin(std::shared_ptr<Communicator> comm) {
   const int id = comm->id();
   const bool joiner = comm->joined_running_group();
   const Data d = MakeData(kDataBatches * kBatch);
-  auto model = MakeModel();
-  if (joiner) {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->parameters()) p.add_(1.0);
-  }
+  auto model = MakeRejoinModel(joiner);
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(0.01));
   CollaborativeOptimizer collab(comm, model->parameters(), adam,
                                 {.target_batch_size = 4 * kPeers * kBatch,

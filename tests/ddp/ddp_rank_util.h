@@ -79,6 +79,17 @@ inline uint64_t HashTensors(const std::vector<std::pair<std::string, at::Tensor>
   return h;
 }
 
+// The rejoin modes' model: a replacement's starts one off everywhere, so that only the group's
+// state, downloaded, can make it equal to the others'.
+inline torch::nn::Sequential MakeRejoinModel(bool joiner) {
+  auto model = MakeModel();
+  if (joiner) {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.add_(1.0);
+  }
+  return model;
+}
+
 // The modes of diloco_rank.cc.
 int RunDiLoCo(std::shared_ptr<Communicator> comm);
 int RunDiLoCoStreaming(std::shared_ptr<Communicator> comm);

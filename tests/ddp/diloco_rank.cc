@@ -196,11 +196,7 @@ int RunDiLoCoRejoin(std::shared_ptr<Communicator> comm) {
   const int id = comm->id();
   const bool joiner = comm->joined_running_group();
   const Data d = MakeData(kMaxSteps * kBatch);
-  auto model = MakeModel();
-  if (joiner) {
-    torch::NoGradGuard no_grad;
-    for (auto& p : model->parameters()) p.add_(1.0);  // Must be replaced by the group's.
-  }
+  auto model = MakeRejoinModel(joiner);
   torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(kInnerLr));
   DiLoCo diloco(comm, model->parameters(),
                 {.inner_steps = 2,
