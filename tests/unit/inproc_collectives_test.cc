@@ -71,7 +71,7 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{2, "halving_doubling"}, Case{3, "halving_doubling"},
                     Case{4, "halving_doubling"}, Case{6, "halving_doubling"},
                     Case{7, "halving_doubling"}, Case{2, "one_shot"}, Case{3, "one_shot"},
-                    Case{4, "one_shot", "aabb"}, Case{7, "one_shot"},
+                    Case{4, "one_shot", "aabb"},
                     // Even zones, uneven zones (a zone of one holds every
                     // shard), ranks of a zone not adjacent, and one zone.
                     Case{4, "hierarchical", "aabb"}, Case{6, "hierarchical", "aaabbc"},
