@@ -59,10 +59,23 @@ DiLoCo::~DiLoCo() {
   }
 }
 
+at::Tensor DiLoCo::Flatten(int64_t begin, int64_t numel) const {
+  // Only the parameters that overlap the range: a fragment's step copies its own share.
+  const int64_t end = begin + numel;
+  std::vector<at::Tensor> parts;
+  int64_t offset = 0;
+  for (const at::Tensor& p : parameters_) {
+    const int64_t from = std::max(begin, offset), to = std::min(end, offset + p.numel());
+    if (from < to) parts.push_back(p.detach().view({-1}).narrow(0, from - offset, to - from));
+    offset += p.numel();
+  }
+  return at::cat(parts);
+}
+
 at::Tensor DiLoCo::Flatten() const {
-  std::vector<at::Tensor> flat;
-  for (const at::Tensor& p : parameters_) flat.push_back(p.detach().reshape({-1}));
-  return at::cat(flat);
+  int64_t total = 0;
+  for (const at::Tensor& p : parameters_) total += p.numel();
+  return Flatten(0, total);
 }
 
 void DiLoCo::WriteParameters(int64_t begin, const at::Tensor& values) {
@@ -157,8 +170,8 @@ bool DiLoCo::SyncFaultTolerant(double samples) {
 void DiLoCo::StartFragment(size_t f) {
   Fragment& fragment = fragments_[f];
   at::NoGradGuard no_grad;
-  const at::Tensor local = Flatten().narrow(0, fragment.begin, fragment.numel);
-  fragment.local_at_start = local.clone();
+  const at::Tensor local = Flatten(fragment.begin, fragment.numel);
+  fragment.local_at_start = local;  // at::cat made it a copy.
   at::Tensor delta = delta_.narrow(0, fragment.begin, fragment.numel);
   at::sub_out(delta, outer_.narrow(0, fragment.begin, fragment.numel), local);
   // Each fragment is its own bucket: its own error-feedback residual.
@@ -176,7 +189,7 @@ void DiLoCo::ApplyFragment(size_t f) {
   at::NoGradGuard no_grad;
   OuterStep(fragment.begin, fragment.numel);
   // The local steps taken while it was averaged are kept on top of the new outer values.
-  const at::Tensor local = Flatten().narrow(0, fragment.begin, fragment.numel);
+  const at::Tensor local = Flatten(fragment.begin, fragment.numel);
   WriteParameters(fragment.begin, outer_.narrow(0, fragment.begin, fragment.numel) + local -
                                       fragment.local_at_start);
   fragment.local_at_start = at::Tensor();

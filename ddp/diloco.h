@@ -89,7 +89,9 @@ class DiLoCo {
     c10::intrusive_ptr<c10::ivalue::Future> averaging;
   };
 
+  // A copy of the flat parameters, all of them or the range [begin, begin + numel).
   at::Tensor Flatten() const;
+  at::Tensor Flatten(int64_t begin, int64_t numel) const;
   void WriteParameters(int64_t begin, const at::Tensor& values);
   // The outer Nesterov step on the range [begin, begin + numel) with the averaged
   // pseudo-gradient in delta_.

@@ -210,8 +210,8 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     stats.loss_sum += train_batch(epoch, slot) * static_cast<double>(local_batch);
     stats.samples += local_batch;
     const bool stepped = Step(local_batch);
-    if (progress.has_value() && progress->Due(absl::Now())) {
-      const absl::Time now = absl::Now();
+    const absl::Time now = absl::Now();
+    if (progress.has_value() && progress->Due(now)) {
       const double seconds = absl::ToDoubleSeconds(now - start);
       const int64_t done = stats.samples / local_batch;
       progress->Show(absl::StrFormat(
