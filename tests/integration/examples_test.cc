@@ -108,7 +108,9 @@ TEST(TrainCv, CollaborativeOptimizerStepsWithTheGroup) {
 }
 
 // DiLoCo against every-step averaging on the same batches: it learns, and with five local steps
-// per sync and int8 pseudo-gradients far fewer bytes cross between the zones.
+// per sync and int8 pseudo-gradients far fewer bytes cross between the zones. The bound is a
+// quarter of ddp's: the plan the tuner picks for the syncs moves the bytes by about 2x between
+// runs (measured 1/8 to 1/20 here).
 TEST(TrainCv, DiLoCoLearnsAndSendsAFractionOfDdpsBytes) {
   std::map<std::string, std::string> lines;
   for (const std::string sync : {"ddp", "diloco"}) {
@@ -124,7 +126,7 @@ TEST(TrainCv, DiLoCoLearnsAndSendsAFractionOfDdpsBytes) {
   EXPECT_EQ(Field(diloco, "steps"), 20);
   EXPECT_GT(Field(diloco, "test_accuracy"), 0.5) << diloco;
   EXPECT_GT(Field(diloco, "bytes_across_zones"), 0);
-  EXPECT_LT(Field(diloco, "bytes_across_zones"), Field(lines["ddp"], "bytes_across_zones") / 8)
+  EXPECT_LT(Field(diloco, "bytes_across_zones"), Field(lines["ddp"], "bytes_across_zones") / 4)
       << diloco << "\n"
       << lines["ddp"];
 }
