@@ -5,9 +5,12 @@
 #include <sys/socket.h>
 
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_join.h"
 #include "core/frame_io.h"
 #include "core/socket.h"
 #include "core/stream_io.h"
@@ -54,6 +57,23 @@ inline int OpenDescriptors() {
     ++n;
   }
   return n;
+}
+
+// Whether a service's refusals (`recent`, e.g. its rejections()) come to hold every one of
+// `texts` within 10 s. A refused client can see its failure before the service has recorded the
+// refusal (a TLS alert goes out first), so a check made at once would race. Returns them all,
+// joined, where some text never came, for the failure message.
+inline std::string MissingRejections(const std::function<std::vector<std::string>()>& recent,
+                                     const std::vector<std::string>& texts) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (;;) {
+    const std::string all = absl::StrJoin(recent(), "\n");
+    bool every = true;
+    for (const std::string& text : texts) every = every && absl::StrContains(all, text);
+    if (every) return "";
+    if (absl::Now() > deadline) return all.empty() ? "(nothing was refused)" : all;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
 }
 
 }  // namespace hmc::testing_util

@@ -16,6 +16,7 @@
 #include "core/coordinator_client.h"
 #include "tests/testing/certificates.h"
 #include "tests/testing/man_in_the_middle.h"
+#include "tests/testing/raw_socket.h"
 
 namespace hmc {
 namespace {
@@ -76,10 +77,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorClient>> Join(const Options& o) {
 }
 
 bool AnyRejectionContains(const Coordinator& coordinator, absl::string_view text) {
-  for (const std::string& r : coordinator.rejections()) {
-    if (absl::StrContains(r, text)) return true;
-  }
-  return false;
+  const std::string missing = testing_util::MissingRejections(
+      [&] { return coordinator.rejections(); }, {std::string(text)});
+  EXPECT_EQ(missing, "") << "no refusal says " << text;
+  return missing.empty();
 }
 
 struct Wire {
