@@ -1,6 +1,7 @@
 #include "ddp/collaborative_optimizer.h"
 
-#include <ATen/ATen.h>
+#include <ATen/ops/full.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 #include <torch/optim/optimizer.h>
 

@@ -1,6 +1,9 @@
 #include "ddp/diloco.h"
 
-#include <ATen/ATen.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>
 
 #include <string>

@@ -1,6 +1,6 @@
 #include "ddp/distributed_data_parallel.h"
 
-#include <ATen/ATen.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
 #include <string>

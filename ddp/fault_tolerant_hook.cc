@@ -1,6 +1,7 @@
 #include "ddp/fault_tolerant_hook.h"
 
-#include <ATen/ATen.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
 #include <c10/util/Exception.h>
 
 #include <string>

@@ -1,6 +1,6 @@
 #include "ddp/gradient_averager.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 
 #include "ddp/tensor_interop.h"
 #include "ddp/work_future.h"

@@ -1,6 +1,6 @@
 #include "ddp/training_state.h"
 
-#include <ATen/ATen.h>
+#include <ATen/ops/zeros.h>
 #include <c10/util/Exception.h>
 
 namespace hmc::ddp {

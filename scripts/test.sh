@@ -7,6 +7,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
+start=$(date +%s)
+elapsed() { echo "   ($(($(date +%s) - start)) s since the start)"; }
 
 run_suite() {  # build-dir ctest-args...
   dir=$1
@@ -16,23 +18,30 @@ run_suite() {  # build-dir ctest-args...
 
 echo "== Release build and tests"
 ./scripts/build.sh
+elapsed
 run_suite build
+elapsed
 
 echo "== ASan+UBSan build and tests"
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITIZE=address \
   -DHMC_WITH_GLOO=OFF -DHMC_WITH_TORCH=OFF > /dev/null
 cmake --build build-asan --parallel
+elapsed
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   run_suite build-asan
+elapsed
 
 echo "== TSan build and tests"
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITIZE=thread \
   -DHMC_WITH_GLOO=OFF -DHMC_WITH_TORCH=OFF > /dev/null
 cmake --build build-tsan --parallel --target transport_test coordinator_test collectives_unit_test
+elapsed
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
   run_suite build-tsan -R 'TcpTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint|ProtectedLink|ManInTheMiddle|LinkProtection'
+elapsed
 
 echo "== fuzz targets (clang libFuzzer, ASan+UBSan), briefly from their committed seeds"
-./scripts/fuzz.sh 15
+./scripts/fuzz.sh 10
+elapsed
 
 echo "== all suites passed"

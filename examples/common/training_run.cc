@@ -1,7 +1,7 @@
 #include "examples/common/training_run.h"
 
 #include <torch/serialize.h>
-#include <torch/torch.h>
+#include <torch/utils.h>
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,6 +1,6 @@
 #include "examples/train_cv/fashion_mnist.h"
 
-#include <ATen/ATen.h>
+#include <ATen/ops/from_blob.h>
 #include <zlib.h>
 
 #include <cstdint>

@@ -6,7 +6,8 @@
 // epoch and resumes from it. --sync=ddp averages every step (a global batch of --batch samples
 // split over the ranks: the same run as one process with that batch); --sync=collab trains
 // with the collaborative optimizer (steps when the group has seen --target_batch samples).
-#include <torch/torch.h>
+#include <torch/nn.h>
+#include <torch/optim.h>
 
 #include <cstdio>
 #include <string>

@@ -1,6 +1,6 @@
 #include "examples/train_nlp/fortune_corpus.h"
 
-#include <ATen/ATen.h>
+#include <ATen/ops/tensor.h>
 
 #include <algorithm>
 #include <filesystem>

@@ -5,7 +5,8 @@
 //   build/bin/hmcrun -hosts examples/inventory.local build/bin/train_nlp
 // NLP models are the hard case for the WAN (many parameters per unit of compute); this one has
 // about 0.5 M parameters and sends them every step, unless --sync=collab batches steps up.
-#include <torch/torch.h>
+#include <torch/nn.h>
+#include <torch/optim.h>
 
 #include <cmath>
 #include <cstdio>

@@ -18,7 +18,8 @@
 //   collab-rejoin  the same with the fault-tolerant collaborative optimizer
 //   diloco, diloco-stream, diloco-survive, diloco-rejoin  DiLoCo (diloco_rank.cc)
 #include <signal.h>
-#include <torch/torch.h>
+#include <torch/nn.h>
+#include <torch/optim.h>
 
 #include <cstdio>
 #include <string>

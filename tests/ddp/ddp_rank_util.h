@@ -2,7 +2,8 @@
 #ifndef HMC_TESTS_DDP_DDP_RANK_UTIL_H_
 #define HMC_TESTS_DDP_DDP_RANK_UTIL_H_
 
-#include <torch/torch.h>
+#include <torch/nn.h>
+#include <torch/optim.h>
 
 #include <cstdio>
 #include <memory>
