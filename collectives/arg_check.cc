@@ -11,7 +11,7 @@
 namespace hmc {
 namespace {
 
-constexpr size_t kDescriptorBytes = 48;
+constexpr size_t kDescriptorBytes = 56;
 
 void Encode(const CallDescriptor& d, uint8_t* out) {
   out[0] = static_cast<uint8_t>(d.kind);
@@ -23,18 +23,22 @@ void Encode(const CallDescriptor& d, uint8_t* out) {
   std::memset(out + 16, 0, 8);
   out[16] = d.locally_invalid ? 1 : 0;
   out[17] = d.stale ? 1 : 0;
+  out[18] = static_cast<uint8_t>(d.early_phase);
   std::memcpy(out + 20, &d.plan, 4);
   std::memcpy(out + 24, &d.round, 8);
   std::memcpy(out + 32, &d.weight, 8);
   std::memcpy(out + 40, &d.state, 8);
+  std::memcpy(out + 48, &d.early_bytes, 8);
 }
 
-// Of the fields a rank shares: the weight and staleness; the compared fields are the caller's
-// own wherever the check passes.
+// Of the fields a rank shares: the weight, staleness and early bytes; the compared fields are the
+// caller's own wherever the check passes.
 CallDescriptor DecodeShared(const CallDescriptor& mine, const uint8_t* in) {
   CallDescriptor d = mine;
   d.stale = in[17] != 0;
   std::memcpy(&d.weight, in + 32, 8);
+  std::memcpy(&d.early_bytes, in + 48, 8);
+  d.early_phase = static_cast<Phase>(in[18]);
   return d;
 }
 
@@ -113,23 +117,26 @@ const char* CollectiveName(CollectiveKind kind) {
   return "unknown";
 }
 
-absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
-                            std::vector<CallDescriptor>* all_descriptors) {
-  const int n = ctx.size();
-  if (all_descriptors != nullptr) all_descriptors->assign(n, mine);
-  if (n == 1) return absl::OkStatus();
-  uint8_t* all = ctx.Scratch(kDescriptorBytes * n);
-  Encode(mine, all + kDescriptorBytes * ctx.rank());
-  if (absl::Status s = ctx.ExchangeWithMembers(Phase::kArgCheck, 0, all, kDescriptorBytes);
-      !s.ok()) {
-    return s;
+ArgumentCheck::ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine)
+    : ctx_(ctx), mine_(mine), all_(ctx.Scratch(kDescriptorBytes * ctx.size())) {
+  Encode(mine, all_ + kDescriptorBytes * ctx.rank());
+  if (ctx.size() > 1) {
+    pending_ = ctx.PostExchangeWithMembers(Phase::kArgCheck, 0, all_, kDescriptorBytes);
   }
+}
+
+absl::Status ArgumentCheck::Verdict(std::vector<CallDescriptor>* all_descriptors) {
+  const int n = ctx_.size();
+  if (all_descriptors != nullptr) all_descriptors->assign(n, mine_);
+  if (n == 1) return absl::OkStatus();
+  if (absl::Status s = ctx_.WaitAll(pending_); !s.ok()) return s;
+  const uint8_t* all = all_;
   // Field offsets within the descriptor, in kFields order.
   const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20, 24, 40};
   const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4, 8, 8};
   if (all_descriptors != nullptr) {
     for (int peer = 0; peer < n; ++peer) {
-      (*all_descriptors)[peer] = DecodeShared(mine, all + kDescriptorBytes * peer);
+      (*all_descriptors)[peer] = DecodeShared(mine_, all + kDescriptorBytes * peer);
     }
   }
   std::vector<std::string> differences;
@@ -149,8 +156,26 @@ absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
   }
   if (differences.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      absl::StrFormat("%s on rank %d: arguments differ across ranks before any data moved: %s",
-                      CollectiveName(mine.kind), ctx.rank(), absl::StrJoin(differences, "; ")));
+      absl::StrFormat("%s on rank %d: arguments differ across ranks; no data was used: %s",
+                      CollectiveName(mine_.kind), ctx_.rank(), absl::StrJoin(differences, "; ")));
+}
+
+absl::Status ArgumentCheck::DiscardEarlyData() {
+  std::vector<CollectiveContext::Pending> pending;
+  for (int peer = 0; peer < ctx_.size(); ++peer) {
+    const CallDescriptor theirs = DecodeShared(mine_, all_ + kDescriptorBytes * peer);
+    if (peer == ctx_.rank() || theirs.early_bytes == 0 || theirs.early_bytes > kMaxEarlyBytes) {
+      continue;
+    }
+    pending.push_back(ctx_.Recv(peer, theirs.early_phase, 0, 0, ctx_.Scratch(theirs.early_bytes),
+                                theirs.early_bytes));
+  }
+  return ctx_.WaitAll(pending);
+}
+
+absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
+                            std::vector<CallDescriptor>* all) {
+  return ArgumentCheck(ctx, mine).Verdict(all);
 }
 
 }  // namespace hmc

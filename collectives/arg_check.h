@@ -36,13 +36,39 @@ struct CallDescriptor {
   double weight = 0;             // Average: this rank's weight (shared, not compared).
   uint64_t state = 0;            // Average: the shared state's fingerprint, 0: none (compared).
   bool stale = false;            // Average: this rank downloads the state (shared).
+  // Bytes of data this rank sent each member before the verdict, as one message tagged
+  // (early_phase, 0, 0) (shared): an algorithm whose first messages leave with the descriptors
+  // (the one-shot all-reduce) makes the check cost no round trip of its own.
+  uint64_t early_bytes = 0;
+  Phase early_phase = Phase::kOneShot;
 };
 
-// Every rank sends its descriptor to every other (one round trip, tiny messages) and compares them
-// all, so every rank returns the same verdict: OK, or InvalidArgument listing each field that
+// The most a rank sends early; a member announcing more is not this build (its message is left to
+// the link's bound on unexpected messages).
+inline constexpr uint64_t kMaxEarlyBytes = uint64_t{1} << 20;
+
+// Every rank sends its descriptor to every other (one exchange of tiny messages) and compares
+// them all, so every rank reaches the same verdict: OK, or InvalidArgument listing each field that
 // differs with every rank's value. With identical descriptors this doubles as a barrier.
-// `all`, if given, receives every rank's descriptor (what is shared, not compared: Average's
-// weights and who is stale).
+// The constructor posts the exchange; an algorithm may send its early data before Verdict.
+class ArgumentCheck {
+ public:
+  ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine);
+  // Waits for every member's descriptor and compares. `all`, if given, receives every rank's
+  // descriptor (what is shared, not compared: Average's weights, who is stale, early bytes).
+  absl::Status Verdict(std::vector<CallDescriptor>* all = nullptr);
+  // After a verdict that the arguments differ: receives and drops what members sent early, so
+  // that none of the call's data stays on the links (data is never used unchecked).
+  absl::Status DiscardEarlyData();
+
+ private:
+  CollectiveContext& ctx_;
+  const CallDescriptor mine_;
+  uint8_t* all_;  // Every member's encoded descriptor, by rank.
+  std::vector<CollectiveContext::Pending> pending_;
+};
+
+// The check in one piece: posts the exchange and waits for its verdict.
 absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
                             std::vector<CallDescriptor>* all = nullptr);
 

@@ -145,15 +145,22 @@ absl::Status CollectiveContext::WaitAll(const std::vector<Pending>& pending) {
   return first;
 }
 
-absl::Status CollectiveContext::ExchangeWithMembers(Phase phase, uint32_t step, uint8_t* all,
-                                                    size_t bytes) {
+std::vector<CollectiveContext::Pending> CollectiveContext::PostExchangeWithMembers(Phase phase,
+                                                                                   uint32_t step,
+                                                                                   uint8_t* all,
+                                                                                   size_t bytes) {
   std::vector<Pending> pending;
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     pending.push_back(Send(p, phase, step, 0, all + bytes * rank_, bytes));
     pending.push_back(Recv(p, phase, step, 0, all + bytes * p, bytes));
   }
-  return WaitAll(pending);
+  return pending;
+}
+
+absl::Status CollectiveContext::ExchangeWithMembers(Phase phase, uint32_t step, uint8_t* all,
+                                                    size_t bytes) {
+  return WaitAll(PostExchangeWithMembers(phase, step, all, bytes));
 }
 
 absl::Status CollectiveContext::AwaitMembers(uint32_t step) {

@@ -100,6 +100,9 @@ class CollectiveContext {
   // A direct all-gather of small blocks, one round trip: sends the `bytes` at
   // `all + bytes * rank()` to every member and receives each member's into `all + bytes * member`.
   absl::Status ExchangeWithMembers(Phase phase, uint32_t step, uint8_t* all, size_t bytes);
+  // The same exchange, posted: the caller waits for the requests (WaitAll).
+  std::vector<Pending> PostExchangeWithMembers(Phase phase, uint32_t step, uint8_t* all,
+                                               size_t bytes);
   // Returns once every member has called it with the same `step` (an exchange of no bytes). For
   // an algorithm whose members would otherwise send into a link that is still busy with a slower
   // member's previous phase.

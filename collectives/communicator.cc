@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -278,7 +279,8 @@ std::shared_ptr<Work> Communicator::Launch(std::shared_ptr<const Group> g,
                                            CallDescriptor descriptor, absl::Status local_check,
                                            std::string algorithm_name, const CallOptions& call,
                                            Algorithm algorithm, size_t chunk_bytes,
-                                           std::string plan_detail, AveragingAttempt* attempt) {
+                                           std::string plan_detail, AveragingAttempt* attempt,
+                                           EarlySend send_early) {
   const absl::Duration timeout =
       call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
   const absl::Time deadline = CallDeadline(timeout);
@@ -302,7 +304,8 @@ std::shared_ptr<Work> Communicator::Launch(std::shared_ptr<const Group> g,
   }
   if (chunk_bytes == 0) chunk_bytes = static_cast<size_t>(options_.chunk_bytes);
   pool_->Submit([this, g, work, sequence, descriptor, local_check, report, deadline, chunk_bytes,
-                 attempt, algorithm = std::move(algorithm)]() mutable {
+                 attempt, algorithm = std::move(algorithm),
+                 send_early = std::move(send_early)]() mutable {
     if (absl::Status broken = health(); !broken.ok()) {
       work->Complete(
           absl::FailedPreconditionError(absl::StrFormat("%s on rank %d: communicator unusable: %s",
@@ -323,7 +326,12 @@ std::shared_ptr<Work> Communicator::Launch(std::shared_ptr<const Group> g,
     absl::Status checked;
     std::vector<CallDescriptor> descriptors;  // Every member's, for an averaging attempt.
     if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier || attempt != nullptr) {
-      checked = CheckArguments(ctx, descriptor, attempt != nullptr ? &descriptors : nullptr);
+      ArgumentCheck check(ctx, descriptor);
+      if (send_early && descriptor.early_bytes > 0) send_early(ctx);
+      checked = check.Verdict(attempt != nullptr ? &descriptors : nullptr);
+      if (absl::IsInvalidArgument(checked)) {
+        if (absl::Status s = check.DiscardEarlyData(); !s.ok()) checked = s;
+      }
     }
     // A verdict of the check (OK or a mismatch) is the same on every rank.
     const bool verdict = checked.ok() || absl::IsInvalidArgument(checked);
@@ -478,6 +486,19 @@ std::shared_ptr<Work> Communicator::LaunchAllReduce(std::shared_ptr<const Group>
     d.state = round->state != nullptr ? round->state->Fingerprint() : 0;
     d.stale = round->stale;
   }
+  // The one-shot's data leaves with the argument check's descriptors: small vectors only, and
+  // not in an averaging attempt, whose members' data may change once the check shares who is
+  // stale.
+  auto early_sends = std::make_shared<std::optional<std::vector<CollectiveContext::Pending>>>();
+  EarlySend send_early;
+  if (plan.algorithm == "one_shot" && check.ok() && round == nullptr && step.trial < 0 &&
+      g->size() > 1 && in.count > 0 && in.bytes() <= kMaxEarlyBytes) {
+    d.early_bytes = in.bytes();
+    d.early_phase = Phase::kOneShot;
+    send_early = [=](CollectiveContext& ctx) {
+      *early_sends = OneShotSend(ctx, in.data, in.bytes());
+    };
+  }
   const std::string detail = CodecsApply(in.dtype, op)
                                  ? absl::StrFormat("%s; codecs inter=%s intra=%s", plan.why,
                                                    plan.codec_inter, plan.codec_intra)
@@ -507,14 +528,16 @@ std::shared_ptr<Work> Communicator::LaunchAllReduce(std::shared_ptr<const Group>
                                 /*pace_links=*/false);
     }
     if (plan.algorithm == "one_shot") {
-      return OneShotAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
+      return OneShotAllReduce(ctx, in.data, out.data, in.count, in.dtype, op,
+                              early_sends->has_value() ? &**early_sends : nullptr);
     }
     return plan.algorithm == "ring"
                ? RingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op)
                : HalvingDoublingAllReduce(ctx, in.data, out.data, in.count, in.dtype, op);
   };
   if (step.trial < 0) {
-    return Launch(g, d, check, plan.algorithm, call, run, plan.chunk_bytes, detail, round);
+    return Launch(g, d, check, plan.algorithm, call, run, plan.chunk_bytes, detail, round,
+                  std::move(send_early));
   }
   // A trial: its time is the slowest rank's, agreed inside the call, so every rank records the
   // same. Halving-doubling's phases are not among the candidates': its messages cannot meet theirs.

@@ -171,16 +171,20 @@ class Communicator {
 
  private:
   using Algorithm = std::function<absl::Status(CollectiveContext&)>;
+  // Sends an algorithm's early data (CallDescriptor::early_bytes) before the check's verdict.
+  using EarlySend = std::function<void(CollectiveContext&)>;
 
   // `probe`: the link probe a rank that joins a running group plans its first epoch with.
   Communicator(int id, std::vector<std::shared_ptr<Channel>> channels, const PeerTable& table,
                const Options& options, LinkProbeRecord probe = {});
   // Runs `algorithm` on a worker in the group `g` (the current one when the call was made).
-  // `chunk_bytes` 0: the option's. `plan_detail` goes into the report.
+  // `chunk_bytes` 0: the option's. `plan_detail` goes into the report. `send_early` runs between
+  // the argument check's exchange and its verdict where the descriptor announces early bytes.
   std::shared_ptr<Work> Launch(std::shared_ptr<const Group> g, CallDescriptor descriptor,
                                absl::Status local_check, std::string algorithm_name,
                                const CallOptions& call, Algorithm algorithm, size_t chunk_bytes = 0,
-                               std::string plan_detail = "", AveragingAttempt* attempt = nullptr);
+                               std::string plan_detail = "", AveragingAttempt* attempt = nullptr,
+                               EarlySend send_early = nullptr);
   // Before an averaging attempt's all-reduce: takes every member's weight from the argument check
   // and, when a member is stale, transfers the shared state.
   absl::Status PrepareAttempt(CollectiveContext& ctx, const std::vector<CallDescriptor>& all,

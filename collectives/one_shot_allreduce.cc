@@ -7,8 +7,20 @@
 
 namespace hmc {
 
+std::vector<CollectiveContext::Pending> OneShotSend(CollectiveContext& ctx, const void* in,
+                                                    size_t bytes) {
+  const int n = ctx.size();
+  std::vector<CollectiveContext::Pending> pending;
+  for (int step = 1; step < n; ++step) {
+    // Peers in a rotated order, so that no rank is everyone's first destination.
+    pending.push_back(ctx.Send((ctx.rank() + step) % n, Phase::kOneShot, 0, 0, in, bytes));
+  }
+  return pending;
+}
+
 absl::Status OneShotAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
-                              DType dtype, ReduceOp op) {
+                              DType dtype, ReduceOp op,
+                              const std::vector<CollectiveContext::Pending>* early) {
   const int n = ctx.size();
   const int r = ctx.rank();
   const size_t bytes = count * DTypeSize(dtype);
@@ -16,11 +28,10 @@ absl::Status OneShotAllReduce(CollectiveContext& ctx, const void* in, void* out,
   const size_t acc_bytes = count * DTypeSize(acc_type);
   uint8_t* all = ctx.Scratch(static_cast<size_t>(n) * bytes);
   std::memcpy(all + static_cast<size_t>(r) * bytes, in, bytes);
-  std::vector<CollectiveContext::Pending> pending;
+  std::vector<CollectiveContext::Pending> pending =
+      early != nullptr ? *early : OneShotSend(ctx, in, bytes);
   for (int step = 1; step < n; ++step) {
-    // Peers in a rotated order, so that no rank is everyone's first destination.
-    const int to = (r + step) % n, from = (r - step + n) % n;
-    pending.push_back(ctx.Send(to, Phase::kOneShot, 0, 0, in, bytes));
+    const int from = (r - step + n) % n;
     pending.push_back(
         ctx.Recv(from, Phase::kOneShot, 0, 0, all + static_cast<size_t>(from) * bytes, bytes));
   }

@@ -2,6 +2,7 @@
 #define HMC_COLLECTIVES_ONE_SHOT_ALLREDUCE_H_
 
 #include <cstddef>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "collectives/collective_context.h"
@@ -14,8 +15,14 @@ namespace hmc {
 // every other at once and reduces the n vectors itself, in rank order, so every rank computes the
 // same bits. One latency term (the slowest link's one-way delay) instead of halving-doubling's
 // 2·log2(n); each rank sends (n-1)× its vector, so it pays only while the vector is small.
+// Its sends can leave before the argument check's verdict (OneShotSend, then `early`: the check
+// costs no round trip of its own); without `early` it sends them itself.
 absl::Status OneShotAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
-                              DType dtype, ReduceOp op);
+                              DType dtype, ReduceOp op,
+                              const std::vector<CollectiveContext::Pending>* early = nullptr);
+// This rank's vector to every other member, tagged (Phase::kOneShot, 0, 0).
+std::vector<CollectiveContext::Pending> OneShotSend(CollectiveContext& ctx, const void* in,
+                                                    size_t bytes);
 
 }  // namespace hmc
 

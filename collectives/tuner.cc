@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "collectives/arg_check.h"
 #include "collectives/shares.h"
 #include "core/frame.h"
 
@@ -75,9 +76,13 @@ std::pair<std::string, std::string> SmallMessageAlgorithm(const TunerInput& in, 
     if (slowest > 0) bytes_per_s = slowest * 1e6 / 8;
   }
   const double bytes = static_cast<double>(in.bytes);
-  const double one_shot = latency + static_cast<double>(n - 1) * bytes / bytes_per_s;
+  // Both pay the argument check's exchange (one latency), but the one-shot's data travels with it
+  // (arg_check.h, early data) where halving-doubling's waits for its verdict.
+  const bool early = in.bytes <= kMaxEarlyBytes;
+  const double one_shot =
+      (early ? 1 : 2) * latency + static_cast<double>(n - 1) * bytes / bytes_per_s;
   const double halving_doubling =
-      2 * std::ceil(std::log2(static_cast<double>(n))) * latency + 2 * bytes / bytes_per_s;
+      (1 + 2 * std::ceil(std::log2(static_cast<double>(n)))) * latency + 2 * bytes / bytes_per_s;
   const std::string model = absl::StrFormat(
       "small message: one-shot %.3g s, halving-doubling %.3g s", one_shot, halving_doubling);
   return {one_shot <= halving_doubling ? "one_shot" : "halving_doubling", model};

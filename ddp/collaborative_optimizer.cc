@@ -5,10 +5,16 @@
 #include <c10/util/Exception.h>
 #include <torch/optim/optimizer.h>
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "ddp/optimizer_state.h"
 #include "ddp/tensor_interop.h"
 #include "ddp/work_future.h"
@@ -42,7 +48,12 @@ CollaborativeOptimizer::CollaborativeOptimizer(std::shared_ptr<Communicator> com
   if (!joined) BroadcastFromRankZero(*comm_, parameters_);  // A joiner downloads them.
   accumulated_ = at::zeros({numel}, at::kFloat);
   if (options_.fault_tolerant) state_.Share(MaterializeOptimizerState(optimizer_));
-  ThrowIfError(comm_->PutKey(ProgressKey(0, comm_->id()), "0"));
+  TORCH_CHECK(options_.base_batch_size >= 0 && options_.warmup_rounds >= 0,
+              "hmc: base_batch_size and warmup_rounds must not be negative");
+  for (const torch::optim::OptimizerParamGroup& group : optimizer_.param_groups()) {
+    tuned_learning_rates_.push_back(group.options().get_lr());
+  }
+  ThrowIfError(Publish({.round = round(), .at = absl::Now()}));
   progress_ = std::thread([this] { TrackProgress(); });
 }
 
@@ -51,42 +62,91 @@ CollaborativeOptimizer::~CollaborativeOptimizer() {
   progress_.join();
 }
 
-std::string CollaborativeOptimizer::ProgressKey(int64_t round, int id) const {
-  return absl::StrCat("collab/", options_.run, "/", round, "/", id);
+std::string CollaborativeOptimizer::ProgressKey(int id) const {
+  return absl::StrCat("collab/", options_.run, "/", id);
 }
 
-// Publishes this peer's count when it changes and reads the others'; a peer that has not begun
-// the round yet counts as 0 until it does.
+absl::Status CollaborativeOptimizer::Publish(const Progress& progress) {
+  return comm_->PutKey(ProgressKey(comm_->id()),
+                       absl::StrFormat("%d %d %.6g %d", progress.round, progress.samples,
+                                       progress.samples_per_s, absl::ToUnixMillis(progress.at)));
+}
+
+std::optional<CollaborativeOptimizer::Progress> CollaborativeOptimizer::ParseProgress(
+    absl::string_view value) {
+  const std::vector<absl::string_view> fields = absl::StrSplit(value, ' ');
+  Progress p;
+  int64_t millis;
+  if (fields.size() != 4 || !absl::SimpleAtoi(fields[0], &p.round) ||
+      !absl::SimpleAtoi(fields[1], &p.samples) || !absl::SimpleAtod(fields[2], &p.samples_per_s) ||
+      !absl::SimpleAtoi(fields[3], &millis) || p.samples < 0 || !(p.samples_per_s >= 0)) {
+    return std::nullopt;
+  }
+  p.at = absl::FromUnixMillis(millis);
+  return p;
+}
+
 int64_t CollaborativeOptimizer::round() const {
   MutexLock lock(&mu_);
   return round_;
 }
 
+int64_t CollaborativeOptimizer::PredictedOthers(absl::Time now) const {
+  // What is read lags by up to a publishing interval, a reading interval and the round trip to
+  // the coordinator: a count is extrapolated no further, so that a peer that stalled (or a clock
+  // that is behind) adds at most that much of its rate.
+  const double most = absl::ToDoubleSeconds(2 * options_.progress_interval + read_round_trip_);
+  double predicted = 0;
+  for (const Progress& p : others_) {
+    const double age = std::clamp(absl::ToDoubleSeconds(now - p.at), 0.0, most);
+    predicted += static_cast<double>(p.samples) + p.samples_per_s * age;
+  }
+  return static_cast<int64_t>(predicted);
+}
+
+// Publishes this peer's progress when its count changes (the time is the count's) and reads the
+// other members'; one that has not begun the round yet counts as 0 until it does.
 void CollaborativeOptimizer::TrackProgress() {
-  int64_t published_round = 0;
-  int64_t published = 0;
+  Progress published;
   while (!stop_.WaitForNotificationWithTimeout(options_.progress_interval)) {
-    const int64_t round = this->round();
-    const int64_t mine = local_samples_.load();
-    if (round != published_round || mine != published) {
-      if (!comm_->PutKey(ProgressKey(round, comm_->id()), absl::StrCat(mine)).ok()) return;
-      published_round = round;
+    const Progress mine{round(), local_samples_.load(), samples_per_s_.load(), absl::Now()};
+    if (mine.round != published.round || mine.samples != published.samples) {
+      if (!Publish(mine).ok()) return;
       published = mine;
     }
-    // Every other member's count in one round trip to the coordinator (a peer that left the
+    // Every other member's progress in one round trip to the coordinator (a peer that left the
     // group no longer counts).
     std::vector<std::string> keys;
     for (const PeerEntry& member : comm_->peers().peers) {
-      if (member.rank != comm_->id()) keys.push_back(ProgressKey(round, member.rank));
+      if (member.rank != comm_->id()) keys.push_back(ProgressKey(member.rank));
     }
-    int64_t others = 0;
+    std::vector<Progress> others;
+    const absl::Time asked = absl::Now();
     for (const absl::StatusOr<std::string>& value :
-         comm_->GetKeys(keys, absl::Now() + options_.progress_interval)) {
-      int64_t count;
-      if (value.ok() && absl::SimpleAtoi(*value, &count)) others += count;
+         comm_->GetKeys(keys, asked + options_.progress_interval)) {
+      std::optional<Progress> theirs = value.ok() ? ParseProgress(*value) : std::nullopt;
+      if (theirs.has_value() && theirs->round == mine.round) others.push_back(*theirs);
     }
+    const absl::Duration round_trip = absl::Now() - asked;
     MutexLock lock(&mu_);
-    if (round_ == round) others_samples_ = others;
+    read_round_trip_ = round_trip;
+    if (round_ == mine.round) others_ = std::move(others);
+  }
+}
+
+void CollaborativeOptimizer::ScaleLearningRates() {
+  if (options_.base_batch_size == 0) return;
+  const double scale = std::pow(static_cast<double>(options_.target_batch_size) /
+                                    static_cast<double>(options_.base_batch_size),
+                                options_.lr_scaling_power);
+  const int64_t done = options_.fault_tolerant ? state_.step() : steps_;
+  const double ramp = options_.warmup_rounds > 0
+                          ? std::min(1.0, static_cast<double>(done + 1) /
+                                              static_cast<double>(options_.warmup_rounds))
+                          : 1.0;
+  std::vector<torch::optim::OptimizerParamGroup>& groups = optimizer_.param_groups();
+  for (size_t g = 0; g < groups.size() && g < tuned_learning_rates_.size(); ++g) {
+    groups[g].options().set_lr(tuned_learning_rates_[g] * (1 + (scale - 1) * ramp));
   }
 }
 
@@ -102,23 +162,35 @@ bool CollaborativeOptimizer::Step(int64_t samples) {
     offset += n;
   }
   local_samples_ += samples;
+  // The rate of local batches (the time between two Steps, a group step's own time left out).
+  const absl::Time now = absl::Now();
+  if (last_batch_at_ != absl::InfinitePast() && now > last_batch_at_) {
+    const double rate = static_cast<double>(samples) / absl::ToDoubleSeconds(now - last_batch_at_);
+    const double smoothed = samples_per_s_.load();
+    samples_per_s_.store(smoothed == 0 ? rate : 0.8 * smoothed + 0.2 * rate);
+  }
+  last_batch_at_ = now;
   bool full;
   {
     MutexLock lock(&mu_);
-    full = local_samples_.load() + others_samples_ >= options_.target_batch_size;
+    full = local_samples_.load() + PredictedOthers(now) >= options_.target_batch_size;
   }
   // A peer that joined has no idea of the group's round: it takes part in the next one at once.
   if (!full && !(options_.fault_tolerant && comm_->state_stale())) return false;
 
   // The round is full as far as this peer knows: publish the final count at once (peers still
-  // training learn it sooner), then average.
-  ThrowIfError(
-      comm_->PutKey(ProgressKey(round(), comm_->id()), absl::StrCat(local_samples_.load())));
-  if (options_.fault_tolerant) return AverageRound();
-  if (options_.delay_updates && in_flight_.has_value()) ApplyInFlight();
-  StartAveraging();
-  if (!options_.delay_updates) ApplyInFlight();
-  return true;
+  // training learn it sooner, and that this peer adds no more), then average.
+  ThrowIfError(Publish({round(), local_samples_.load(), 0, absl::Now()}));
+  bool stepped = true;
+  if (options_.fault_tolerant) {
+    stepped = AverageRound();
+  } else {
+    if (options_.delay_updates && in_flight_.has_value()) ApplyInFlight();
+    StartAveraging();
+    if (!options_.delay_updates) ApplyInFlight();
+  }
+  last_batch_at_ = absl::Now();
+  return stepped;
 }
 
 bool CollaborativeOptimizer::AverageRound() {
@@ -144,6 +216,7 @@ bool CollaborativeOptimizer::AverageRound() {
     offset += p.numel();
   }
   SetOptimizerSteps(optimizer_, state_.step());  // Adam's count: the group's, a joiner's too.
+  ScaleLearningRates();
   optimizer_.step();
   for (at::Tensor& p : parameters_) p.mutable_grad().zero_();
   state_.CountStep();
@@ -153,7 +226,7 @@ bool CollaborativeOptimizer::AverageRound() {
   last_round_local_samples_ = local;
   last_round_peers_ = static_cast<int>(outcome->contributors.size());
   MutexLock lock(&mu_);
-  others_samples_ = 0;
+  others_.clear();
   local_samples_.store(0);
   round_ = state_.step();
   return true;
@@ -175,7 +248,7 @@ void CollaborativeOptimizer::StartAveraging() {
   in_flight_ = std::move(round);
   // The next round begins: counts start again from zero.
   MutexLock lock(&mu_);
-  others_samples_ = 0;
+  others_.clear();
   local_samples_.store(0);
   ++round_;
 }
@@ -200,6 +273,7 @@ void CollaborativeOptimizer::ApplyInFlight() {
     }
     offset += p.numel();
   }
+  ScaleLearningRates();
   optimizer_.step();
   for (at::Tensor& p : parameters_) p.mutable_grad().zero_();
   ++steps_;

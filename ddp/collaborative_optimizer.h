@@ -6,11 +6,14 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/mutex.h"
@@ -34,6 +37,14 @@ struct CollaborativeOptions {
   // How often progress is published and read (through the coordinator's key-value store).
   absl::Duration progress_interval = absl::Milliseconds(20);
   std::string run = "collab";  // Keys progress apart from other optimizers of the world.
+  // Learning rate for large target batches: the optimizer's learning rates were tuned for batches
+  // of base_batch_size samples (0: they are left as they are). Each round they are scaled by
+  // (target_batch_size / base_batch_size)^lr_scaling_power (1: the linear rule for SGD, Goyal et
+  // al.; 0.5: the square-root rule, for Adam) and ramped up linearly from the tuned values over
+  // the first warmup_rounds rounds.
+  int64_t base_batch_size = 0;
+  double lr_scaling_power = 0.5;
+  int64_t warmup_rounds = 0;
   // Each round is one Communicator::Average (each peer's mean gradient weighted by its samples):
   // a peer lost during a round leaves the survivors with the same outcome (the round commits
   // with the samples actually averaged, or every survivor keeps accumulating and tries again),
@@ -46,10 +57,14 @@ struct CollaborativeOptions {
 // A collaborative optimizer in the spirit of Hivemind's: every peer trains on its own batches and
 // accumulates gradients (weighted by samples) until the group together has processed the target
 // batch size, then all peers average — each peer's gradient weighted by its samples — and step
-// together. Faster peers contribute more samples per step. Progress (each peer's samples in the
-// current round) goes through the coordinator's key-value store from a background thread, so a
-// local step never waits for the network; a peer ends the round only once the counts it has
-// seen reach the target, so no step comes early.
+// together. Faster peers contribute more samples per step. Progress (each peer's round, samples
+// in it and samples per second, with the time it was published) goes through the coordinator's
+// key-value store from a background thread, so a local step never waits for the network. A peer
+// ends the round when the group's samples *predicted* for now reach the target: each other
+// peer's count plus its rate times the age of the count (at most the lag of a read). Counts that
+// were merely read would be a coordinator round trip late, and every peer would train on for that
+// long past the target (2.3× the target across four continents). The prediction can end a round
+// a little short of the target; the average is always weighted by the samples actually in it.
 //   CollaborativeOptimizer collab(comm, model->parameters(), sgd, {.target_batch_size = 1024});
 //   loss.backward();                  // loss: the mean over the local batch
 //   collab.Step(batch_size);          // true when the group stepped
@@ -86,7 +101,20 @@ class CollaborativeOptimizer {
     c10::intrusive_ptr<c10::ivalue::Future> samples_done;
   };
 
-  std::string ProgressKey(int64_t round, int id) const;
+  // What a peer published of its progress (the value of its one key, rewritten each time).
+  struct Progress {
+    int64_t round = -1;
+    int64_t samples = 0;
+    double samples_per_s = 0;  // 0 once it ended the round.
+    absl::Time at;
+  };
+  std::string ProgressKey(int id) const;
+  absl::Status Publish(const Progress& progress);
+  static std::optional<Progress> ParseProgress(absl::string_view value);
+  // The other members' samples in this round, extrapolated to `now`.
+  int64_t PredictedOthers(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the optimizer's learning rates for the round about to step (base_batch_size).
+  void ScaleLearningRates();
   // Fault tolerant: the round as one Average; true when it committed and the optimizer stepped.
   bool AverageRound();
   int64_t round() const;
@@ -114,8 +142,12 @@ class CollaborativeOptimizer {
   // read (a count read for an earlier round must never count toward a later one).
   mutable Mutex mu_;
   int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t others_samples_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<int64_t> local_samples_{0};  // Of this round.
+  std::vector<Progress> others_ ABSL_GUARDED_BY(mu_);    // This round's, of the other members.
+  absl::Duration read_round_trip_ ABSL_GUARDED_BY(mu_);  // Of the last read of the others'.
+  std::atomic<int64_t> local_samples_{0};                // Of this round.
+  std::atomic<double> samples_per_s_{0};                 // This peer's, smoothed over its batches.
+  absl::Time last_batch_at_ = absl::InfinitePast();
+  std::vector<double> tuned_learning_rates_;  // Each parameter group's, as the trainer set it.
   absl::Notification stop_;
   std::thread progress_;
 };

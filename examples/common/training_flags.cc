@@ -28,6 +28,11 @@ ABSL_FLAG(int, fragments, 1,
 ABSL_FLAG(int, target_batch, 0,
           "collab: samples the group processes per optimizer step (0: four global batches).");
 ABSL_FLAG(bool, delay_updates, false, "collab: delayed parameter updates.");
+ABSL_FLAG(std::string, lr_scaling, "none",
+          "collab: scale the learning rate, tuned for the global batch, to the target batch: "
+          "none, sqrt (for Adam) or linear (for SGD).");
+ABSL_FLAG(int, warmup_rounds, 0,
+          "collab: rounds over which the scaled learning rate ramps up from the tuned one.");
 ABSL_FLAG(std::string, codec_inter, "",
           "Codec across zones (empty: HMC_CODEC_INTER; diloco: int8).");
 ABSL_FLAG(std::string, codec_intra, "",
@@ -50,10 +55,17 @@ std::unique_ptr<TrainingRun> StartFromFlags(absl::string_view program, int64_t g
     throw std::runtime_error("--progress=" + progress + ": auto, on or off");
   }
   const std::string json = absl::GetFlag(FLAGS_json);
+  const std::string scaling = absl::GetFlag(FLAGS_lr_scaling);
+  if (scaling != "none" && scaling != "sqrt" && scaling != "linear") {
+    throw std::runtime_error("--lr_scaling=" + scaling + ": none, sqrt or linear");
+  }
   return ValueOrThrow(TrainingRun::Start(
       {.sync = absl::GetFlag(FLAGS_sync),
        .target_batch = target > 0 ? target : 4 * global_batch,
        .delay_updates = absl::GetFlag(FLAGS_delay_updates),
+       .base_batch = scaling == "none" ? 0 : global_batch,
+       .lr_scaling_power = scaling == "linear" ? 1.0 : 0.5,
+       .warmup_rounds = absl::GetFlag(FLAGS_warmup_rounds),
        .codec_inter = absl::GetFlag(FLAGS_codec_inter),
        .codec_intra = absl::GetFlag(FLAGS_codec_intra),
        .json_path = json == "default" ? absl::StrCat(program, ".jsonl") : json,

@@ -110,7 +110,10 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
         comm_, model.parameters(), optimizer,
         ddp::CollaborativeOptions{.target_batch_size = settings_.target_batch,
                                   .averaging = averaging,
-                                  .delay_updates = settings_.delay_updates});
+                                  .delay_updates = settings_.delay_updates,
+                                  .base_batch_size = settings_.base_batch,
+                                  .lr_scaling_power = settings_.lr_scaling_power,
+                                  .warmup_rounds = settings_.warmup_rounds});
   } else if (settings_.sync == "diloco") {
     // int8 pseudo-gradients unless a codec is named.
     const ddp::AveragingOptions defaults = ddp::DiLoCoOptions{}.averaging;

@@ -39,6 +39,12 @@ class TrainingRun {
     std::string sync = "ddp";
     int64_t target_batch = 0;  // collab: samples the group processes per optimizer step.
     bool delay_updates = false;
+    // collab: the learning rate, tuned for the global batch `base_batch`, is scaled to the target
+    // batch by (target / base)^lr_scaling_power over the first warmup_rounds rounds
+    // (ddp::CollaborativeOptions); base_batch 0: left as it is.
+    int64_t base_batch = 0;
+    double lr_scaling_power = 0.5;
+    int64_t warmup_rounds = 0;
     std::string codec_inter;  // Empty: the communicator's option.
     std::string codec_intra;
     std::string json_path;        // Per-epoch JSON lines; empty: none.

@@ -377,6 +377,39 @@ TEST(InprocCollectives, LocalErrorsAreReportedOnEveryRank) {
   });
 }
 
+// The one-shot's data leaves with the argument check's descriptors. Where the arguments differ,
+// every rank refuses the call without touching its buffer and receives and drops what its peers
+// sent early: nothing is left on a link (what each rank sent, its peer received), and the next
+// call is right.
+TEST(InprocCollectives, AMismatchedOneShotDrainsItsEarlyDataAndTheGroupGoesOn) {
+  constexpr int kRanks = 3;
+  std::vector<std::vector<LinkStats>> stats(kRanks);
+  RunGroup(kRanks, [&](int rank, Communicator& comm) {
+    CallOptions call;
+    call.algo = "one_shot";
+    std::vector<float> data(rank == 1 ? 99 : 100, 1.0f);
+    Buffer buffer{data.data(), data.size(), DType::kF32};
+    absl::Status s = comm.AllReduce(buffer, buffer, ReduceOp::kSum, call)->Wait();
+    ASSERT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_TRUE(absl::StrContains(s.message(), "count (rank 0=100, rank 1=99, rank 2=100)")) << s;
+    EXPECT_EQ(data[0], 1.0f);
+    EXPECT_TRUE(comm.health().ok());
+    std::vector<float> right(100, rank + 1.0f);
+    Buffer both{right.data(), right.size(), DType::kF32};
+    ASSERT_TRUE(comm.AllReduce(both, both, ReduceOp::kSum, call)->Wait().ok());
+    EXPECT_EQ(right[99], 6.0f);
+    ASSERT_TRUE(comm.Barrier()->Wait().ok());
+    stats[rank] = comm.link_stats();
+  });
+  for (int from = 0; from < kRanks; ++from) {
+    for (int to = 0; to < kRanks; ++to) {
+      if (from == to) continue;
+      EXPECT_EQ(stats[from][to].messages_sent, stats[to][from].messages_received)
+          << "rank " << from << " to rank " << to;
+    }
+  }
+}
+
 TEST(InprocCollectives, DeadPeerFailsTheCallAndTheCommunicator) {
   auto fabric = std::make_shared<InprocFabric>();
   std::vector<PeerAddress> peers = {{0, "", ""}, {1, "", ""}, {2, "", ""}};
