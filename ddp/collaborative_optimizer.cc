@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -67,21 +68,25 @@ std::string CollaborativeOptimizer::ProgressKey(int id) const {
 }
 
 absl::Status CollaborativeOptimizer::Publish(const Progress& progress) {
-  return comm_->PutKey(ProgressKey(comm_->id()),
-                       absl::StrFormat("%d %d %.6g %d", progress.round, progress.samples,
-                                       progress.samples_per_s, absl::ToUnixMillis(progress.at)));
+  return comm_->PutKey(
+      ProgressKey(comm_->id()),
+      absl::StrFormat("%d %d %.6g %d %d", progress.round, progress.samples, progress.samples_per_s,
+                      progress.closed ? 1 : 0, absl::ToUnixMillis(progress.at)));
 }
 
 std::optional<CollaborativeOptimizer::Progress> CollaborativeOptimizer::ParseProgress(
     absl::string_view value) {
   const std::vector<absl::string_view> fields = absl::StrSplit(value, ' ');
   Progress p;
+  int closed;
   int64_t millis;
-  if (fields.size() != 4 || !absl::SimpleAtoi(fields[0], &p.round) ||
+  if (fields.size() != 5 || !absl::SimpleAtoi(fields[0], &p.round) ||
       !absl::SimpleAtoi(fields[1], &p.samples) || !absl::SimpleAtod(fields[2], &p.samples_per_s) ||
-      !absl::SimpleAtoi(fields[3], &millis) || p.samples < 0 || !(p.samples_per_s >= 0)) {
+      !absl::SimpleAtoi(fields[3], &closed) || !absl::SimpleAtoi(fields[4], &millis) ||
+      p.samples < 0 || !(p.samples_per_s >= 0) || !std::isfinite(p.samples_per_s)) {
     return std::nullopt;
   }
+  p.closed = closed != 0;
   p.at = absl::FromUnixMillis(millis);
   return p;
 }
@@ -96,10 +101,22 @@ int64_t CollaborativeOptimizer::PredictedOthers(absl::Time now) const {
   // the coordinator: a count is extrapolated no further, so that a peer that stalled (or a clock
   // that is behind) adds at most that much of its rate.
   const double most = absl::ToDoubleSeconds(2 * options_.progress_interval + read_round_trip_);
+  auto extrapolated = [&](const Progress& p, absl::Time since) {
+    return p.samples_per_s * std::clamp(absl::ToDoubleSeconds(now - since), 0.0, most);
+  };
   double predicted = 0;
   for (const Progress& p : others_) {
-    const double age = std::clamp(absl::ToDoubleSeconds(now - p.at), 0.0, most);
-    predicted += static_cast<double>(p.samples) + p.samples_per_s * age;
+    if (p.round > round_) {
+      // The peer is past this round: the group ended it.
+      return std::numeric_limits<int64_t>::max() / 2;
+    }
+    if (p.round == round_) {
+      predicted += static_cast<double>(p.samples) + (p.closed ? 0.0 : extrapolated(p, p.at));
+    } else {
+      // Not seen in this round yet (its news is a round trip away): at its rate since this
+      // peer began the round.
+      predicted += extrapolated(p, std::max(p.at, round_began_));
+    }
   }
   return static_cast<int64_t>(predicted);
 }
@@ -109,8 +126,10 @@ int64_t CollaborativeOptimizer::PredictedOthers(absl::Time now) const {
 void CollaborativeOptimizer::TrackProgress() {
   Progress published;
   while (!stop_.WaitForNotificationWithTimeout(options_.progress_interval)) {
-    const Progress mine{round(), local_samples_.load(), samples_per_s_.load(), absl::Now()};
-    if (mine.round != published.round || mine.samples != published.samples) {
+    const Progress mine{round(), local_samples_.load(), samples_per_s_.load(), round_closed_.load(),
+                        absl::Now()};
+    if (mine.round != published.round || mine.samples != published.samples ||
+        mine.closed != published.closed) {
       if (!Publish(mine).ok()) return;
       published = mine;
     }
@@ -125,12 +144,12 @@ void CollaborativeOptimizer::TrackProgress() {
     for (const absl::StatusOr<std::string>& value :
          comm_->GetKeys(keys, asked + options_.progress_interval)) {
       std::optional<Progress> theirs = value.ok() ? ParseProgress(*value) : std::nullopt;
-      if (theirs.has_value() && theirs->round == mine.round) others.push_back(*theirs);
+      if (theirs.has_value()) others.push_back(*theirs);
     }
     const absl::Duration round_trip = absl::Now() - asked;
     MutexLock lock(&mu_);
     read_round_trip_ = round_trip;
-    if (round_ == mine.round) others_ = std::move(others);
+    others_ = std::move(others);
   }
 }
 
@@ -180,10 +199,12 @@ bool CollaborativeOptimizer::Step(int64_t samples) {
 
   // The round is full as far as this peer knows: publish the final count at once (peers still
   // training learn it sooner, and that this peer adds no more), then average.
-  ThrowIfError(Publish({round(), local_samples_.load(), 0, absl::Now()}));
+  round_closed_.store(true);
+  ThrowIfError(Publish({round(), local_samples_.load(), samples_per_s_.load(), true, absl::Now()}));
   bool stepped = true;
   if (options_.fault_tolerant) {
     stepped = AverageRound();
+    if (!stepped) round_closed_.store(false);  // Given up: the samples stay, the round goes on.
   } else {
     if (options_.delay_updates && in_flight_.has_value()) ApplyInFlight();
     StartAveraging();
@@ -226,9 +247,10 @@ bool CollaborativeOptimizer::AverageRound() {
   last_round_local_samples_ = local;
   last_round_peers_ = static_cast<int>(outcome->contributors.size());
   MutexLock lock(&mu_);
-  others_.clear();
   local_samples_.store(0);
+  round_closed_.store(false);
   round_ = state_.step();
+  round_began_ = absl::Now();
   return true;
 }
 
@@ -248,9 +270,10 @@ void CollaborativeOptimizer::StartAveraging() {
   in_flight_ = std::move(round);
   // The next round begins: counts start again from zero.
   MutexLock lock(&mu_);
-  others_.clear();
   local_samples_.store(0);
+  round_closed_.store(false);
   ++round_;
+  round_began_ = absl::Now();
 }
 
 void CollaborativeOptimizer::ApplyInFlight() {

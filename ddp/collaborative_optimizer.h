@@ -61,10 +61,11 @@ struct CollaborativeOptions {
 // in it and samples per second, with the time it was published) goes through the coordinator's
 // key-value store from a background thread, so a local step never waits for the network. A peer
 // ends the round when the group's samples *predicted* for now reach the target: each other
-// peer's count plus its rate times the age of the count (at most the lag of a read). Counts that
-// were merely read would be a coordinator round trip late, and every peer would train on for that
-// long past the target (2.3× the target across four continents). The prediction can end a round
-// a little short of the target; the average is always weighted by the samples actually in it.
+// peer's count plus its rate times the age of the count (at most the lag of a read; a peer not
+// yet seen in the round counts from when this one began it). Counts that were merely read would be
+// a coordinator round trip late, and every peer would train on for that long past the target (2.3×
+// the target across four continents). The prediction can end a round a little short of the target;
+// the average is always weighted by the samples actually in it.
 //   CollaborativeOptimizer collab(comm, model->parameters(), sgd, {.target_batch_size = 1024});
 //   loss.backward();                  // loss: the mean over the local batch
 //   collab.Step(batch_size);          // true when the group stepped
@@ -105,7 +106,8 @@ class CollaborativeOptimizer {
   struct Progress {
     int64_t round = -1;
     int64_t samples = 0;
-    double samples_per_s = 0;  // 0 once it ended the round.
+    double samples_per_s = 0;
+    bool closed = false;  // The peer ended the round: its count is final.
     absl::Time at;
   };
   std::string ProgressKey(int id) const;
@@ -142,7 +144,9 @@ class CollaborativeOptimizer {
   // read (a count read for an earlier round must never count toward a later one).
   mutable Mutex mu_;
   int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
-  std::vector<Progress> others_ ABSL_GUARDED_BY(mu_);    // This round's, of the other members.
+  std::vector<Progress> others_ ABSL_GUARDED_BY(mu_);  // The other members', as last read.
+  absl::Time round_began_ ABSL_GUARDED_BY(mu_) = absl::Now();
+  std::atomic<bool> round_closed_{false};  // This peer ended the round: it adds no samples.
   absl::Duration read_round_trip_ ABSL_GUARDED_BY(mu_);  // Of the last read of the others'.
   std::atomic<int64_t> local_samples_{0};                // Of this round.
   std::atomic<double> samples_per_s_{0};                 // This peer's, smoothed over its batches.

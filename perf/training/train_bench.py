@@ -9,7 +9,8 @@ the communication overhead per step) and to one peer.
   perf/training/train_bench.py loopback [--peers 1,2,4] [--sync local,ddp,reducer]
   perf/training/train_bench.py wan --scale 0.1 [--peers 1,2,4] [--sync ddp,collab]   # root
   (--target_batch, --delay_updates for collab; --inner_steps, --fragments for diloco;
-  --codec_inter for every mode; --samples per run)
+  --codec_inter for every mode; --samples per run; a mode may carry train_cv flags of its own,
+  e.g. --sync collab,collab:lr_scaling=sqrt:warmup_rounds=5)
 
 `wan` brings up perf/topologies/four-continents.topo with hmc-wanem (prefix hmcw), runs on
 examples/inventory.wan (whose first four hosts are one per continent) and takes it down.
@@ -26,13 +27,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.join(ROOT, "build", "bin")
 
 
-def run_once(where, peers, sync, args, workdir):
-    json_path = os.path.join(workdir, f"{where}-{peers}-{sync}.jsonl")
+def run_once(where, peers, config, args, workdir):
+    # A configuration is a sync mode with train_cv flags of its own: MODE[:FLAG=VALUE...].
+    sync, *flags = config.split(":")
+    json_path = os.path.join(workdir, f"{where}-{peers}-{config.replace(':', '_')}.jsonl")
     if os.path.exists(json_path):
         os.remove(json_path)
     program = [os.path.join(BIN, "train_cv"), f"--json={json_path}",
                f"--max_train_samples={args.samples}", "--max_test_samples=500",
                f"--sync={sync}", f"--batch={args.batch}", f"--target_batch={args.target_batch}"]
+    program += [f"--{flag}" for flag in flags]
     if sync == "collab" and args.delay_updates:
         program.append("--delay_updates")
     if sync == "diloco":
@@ -48,7 +52,7 @@ def run_once(where, peers, sync, args, workdir):
     result = subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=1000)
     if result.returncode != 0:
         sys.stderr.write(result.stdout[-3000:] + result.stderr[-3000:])
-        raise SystemExit(f"{where} {peers} peers {sync}: exit {result.returncode}")
+        raise SystemExit(f"{where} {peers} peers {config}: exit {result.returncode}")
     with open(json_path) as f:
         return json.loads(f.readline())
 
@@ -71,7 +75,8 @@ def main():
     args = parser.parse_args()
     peers = [int(p) for p in args.peers.split(",")]
     syncs = args.sync.split(",")
-    configs = [(p, s) for p in peers for s in syncs if not (p == 1 and s not in ("local", "ddp"))]
+    configs = [(p, s) for p in peers for s in syncs
+               if not (p == 1 and s.split(":")[0] not in ("local", "ddp"))]
     if args.where == "wan":
         subprocess.run([os.path.join(BIN, "hmc-wanem"), "up",
                         os.path.join(ROOT, "perf", "topologies", "four-continents.topo"),
