@@ -222,7 +222,7 @@ TEST(InprocCollectives, HierarchicalLongVectorOverUnevenZones) {
            options, {"a", "a", "a", "b", "b", "c"});
 }
 
-// Auto all-reduces of one size class try each candidate once, then all ranks run the same fastest
+// Auto all-reduces of one size class try each candidate twice, then all ranks run the same fastest
 // one (a rank that chose otherwise would fail the argument check's plan fingerprint); every call's
 // result is exact.
 TEST(InprocCollectives, AutoTriesEachCandidateThenEveryRankRunsTheFastest) {
@@ -231,7 +231,7 @@ TEST(InprocCollectives, AutoTriesEachCandidateThenEveryRankRunsTheFastest) {
       4,
       [&](int rank, Communicator& comm) {
         std::vector<std::string> ran;
-        for (int call = 0; call < 5; ++call) {
+        for (int call = 0; call < 8; ++call) {
           std::vector<float> data(kCount);
           FillPattern(data.data(), kCount, DType::kF32, rank, ReduceOp::kSum);
           Buffer b{data.data(), kCount, DType::kF32};
@@ -243,18 +243,20 @@ TEST(InprocCollectives, AutoTriesEachCandidateThenEveryRankRunsTheFastest) {
                                     }),
                     0u);
           ran.push_back(work->report().algorithm);
-          if (call < 3) {
+          if (call < 6) {
             EXPECT_TRUE(absl::StrContains(work->report().plan, "trial")) << work->report().plan;
           } else {
             EXPECT_TRUE(absl::StrContains(work->report().plan, "fastest of its trials"))
                 << work->report().plan;
           }
         }
-        // The rules' choice first, then the other candidates, then the fastest, kept.
+        // The rules' choice first, then the other candidates, twice, then the fastest, kept.
         EXPECT_EQ(ran[0], "hierarchical");
         EXPECT_EQ(std::set<std::string>(ran.begin(), ran.begin() + 3),
                   (std::set<std::string>{"hierarchical", "butterfly", "ring"}));
-        EXPECT_EQ(ran[3], ran[4]);
+        EXPECT_EQ(std::vector<std::string>(ran.begin(), ran.begin() + 3),
+                  std::vector<std::string>(ran.begin() + 3, ran.begin() + 6));
+        EXPECT_EQ(ran[6], ran[7]);
       },
       Options(), {"a", "a", "b", "b"});
 }

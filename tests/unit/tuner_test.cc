@@ -201,37 +201,77 @@ TEST(LinkMatrix, RowsTravelAsTextAndBack) {
   EXPECT_EQ(m.PeerBandwidth()[0], std::min(10.0 + 20, 30.0 + 50));
 }
 
-TEST(PlanTrials, TriesEveryCandidateInOrderThenKeepsTheFastest) {
+TEST(PlanTrials, TriesEveryCandidateTwiceInOrderThenKeepsTheFastest) {
   PlanTrials trials;
   const std::vector<std::string> candidates = {"hierarchical", "butterfly", "ring"};
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < 6; ++i) {
     const PlanTrials::Step step = trials.Next("64M", candidates, deadline);
-    EXPECT_EQ(step.algorithm, candidates[i]);
+    EXPECT_EQ(step.algorithm, candidates[i % 3]);
     EXPECT_EQ(step.trial, i);
   }
   // Another class keeps its own trials.
   EXPECT_EQ(trials.Next("1M", candidates, deadline).trial, 0);
-  // The choice waits for the trials still running, here on another thread.
+  // The choice waits for the trials still running, here on another thread. Hierarchical's first
+  // trial ran on cold links: its second counts.
   std::thread finisher([&] {
     absl::SleepFor(absl::Milliseconds(50));
-    trials.Finished("64M", 0, 2.5);
-    trials.Finished("64M", 2, PlanTrials::kFailed);
-    trials.Finished("64M", 1, 1.5);
+    for (auto [trial, seconds] : std::vector<std::pair<int, double>>{
+             {0, 9.0}, {2, PlanTrials::kFailed}, {1, 1.5}, {3, 1.2}, {4, 1.6}, {5, 3.0}}) {
+      trials.Finished("64M", trial, seconds);
+    }
   });
   const PlanTrials::Step chosen = trials.Next("64M", candidates, deadline);
   finisher.join();
-  EXPECT_EQ(chosen.algorithm, "butterfly");
+  EXPECT_EQ(chosen.algorithm, "hierarchical");
   EXPECT_EQ(chosen.trial, -1);
-  EXPECT_TRUE(absl::StrContains(chosen.why, "butterfly 1.5 s")) << chosen.why;
-  EXPECT_EQ(trials.Next("64M", candidates, deadline).algorithm, "butterfly");
+  EXPECT_TRUE(absl::StrContains(chosen.why, "hierarchical 1.2 s, butterfly 1.5 s, ring 3 s"))
+      << chosen.why;
+  EXPECT_EQ(trials.Next("64M", candidates, deadline).algorithm, "hierarchical");
+}
+
+// The chosen plan is timed every kTimedEvery-th call; once its recent times are worse than
+// another candidate's by the margin, that candidate is re-tried, and chosen if it still wins.
+TEST(PlanTrials, AChosenPlanThatSlowsDownIsRetriedAgainstTheOthers) {
+  PlanTrials trials;
+  const std::vector<std::string> candidates = {"ring", "butterfly"};
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  int timed = 0;
+  auto finish_all = [&](double ring, double butterfly) {
+    // Every call up to the next timed one, each timed one finished with its candidate's time.
+    for (;;) {
+      const PlanTrials::Step step = trials.Next("c", candidates, deadline);
+      if (step.trial < 0) continue;
+      trials.Finished("c", step.trial, step.algorithm == "ring" ? ring : butterfly);
+      ++timed;
+      return step;
+    }
+  };
+  for (int i = 0; i < 4; ++i) finish_all(1.0, 2.0);  // The trials: ring wins.
+  EXPECT_EQ(trials.Next("c", candidates, deadline).algorithm, "ring");
+  // Ring slows down (the path changed): its timed calls take 3 s, butterfly's trials said 2 s.
+  PlanTrials::Step step = finish_all(3.0, 2.0);
+  EXPECT_EQ(step.algorithm, "ring");
+  step = finish_all(3.0, 2.0);
+  EXPECT_EQ(step.algorithm, "ring");  // Ring's last three: 1, 3, 3: its median is now 3 s.
+  step = finish_all(3.0, 2.0);
+  EXPECT_EQ(step.algorithm, "butterfly");
+  EXPECT_TRUE(absl::StrContains(step.why, "re-trial of butterfly")) << step.why;
+  step = finish_all(3.0, 2.0);
+  EXPECT_EQ(step.algorithm, "butterfly");
+  EXPECT_TRUE(absl::StrContains(step.why, "switched after a re-trial")) << step.why;
+  for (int i = 0; i < PlanTrials::kTimedEvery - 1; ++i) {
+    EXPECT_EQ(trials.Next("c", candidates, deadline).algorithm, "butterfly");
+  }
+  // A candidate within the margin does not disturb the choice.
+  step = finish_all(2.1, 2.0);
+  EXPECT_EQ(step.algorithm, "butterfly");
 }
 
 TEST(PlanTrials, UnfinishedTrialsFallBackToTheRulesChoiceAtTheDeadline) {
   PlanTrials trials;
   const std::vector<std::string> candidates = {"ring", "butterfly"};
-  trials.Next("x", candidates, absl::Now());
-  trials.Next("x", candidates, absl::Now());
+  for (int i = 0; i < PlanTrials::kPasses * 2; ++i) trials.Next("x", candidates, absl::Now());
   const PlanTrials::Step step = trials.Next("x", candidates, absl::Now() + absl::Milliseconds(20));
   EXPECT_EQ(step.algorithm, "ring");
   EXPECT_EQ(step.trial, -1);
