@@ -188,6 +188,15 @@ absl::Status CoordinatorClient::Reconnect() {
       link_ = *std::move(dialed);
     }
     Logf("client", "rank %d: back with the coordinator %s at epoch %d", rank_, coordinator_, epoch);
+    std::vector<std::pair<FrameType, std::vector<uint8_t>>> again;
+    {
+      MutexLock lock(&mu_);
+      for (const auto& [request, frame] : unanswered_) again.push_back(frame);
+    }
+    for (const auto& [type, payload] : again) {
+      // A failure here is the new connection failing: the reader finds out and comes back again.
+      Write(type, payload, absl::Now() + absl::Seconds(10)).IgnoreError();
+    }
     return absl::OkStatus();
   }
   return last;
@@ -311,6 +320,7 @@ void CoordinatorClient::Run() {
           return;
         }
         MutexLock lock(&mu_);
+        unanswered_.erase(m->request);
         if (auto it = answers_.find(m->request); it != answers_.end()) {
           it->second = std::make_pair(m->found, m->value);
         }
@@ -400,15 +410,19 @@ absl::StatusOr<uint64_t> CoordinatorClient::SendRequest(FrameType type, const st
                                                         absl::Time deadline) {
   KvMessage m{.key = key, .value = value};
   m.wait_ms = std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - absl::Now()));
+  std::vector<uint8_t> payload;
   {
     MutexLock lock(&mu_);
     if (!broken_.ok()) return broken_;
     m.request = next_request_++;
     answers_[m.request] = std::nullopt;
+    payload = m.Serialize();
+    unanswered_[m.request] = {type, payload};
   }
-  if (absl::Status written = Write(type, m.Serialize(), deadline); !written.ok()) {
+  if (absl::Status written = Write(type, payload, deadline); !written.ok()) {
     MutexLock lock(&mu_);
     answers_.erase(m.request);
+    unanswered_.erase(m.request);
     return written;
   }
   return m.request;
@@ -424,6 +438,7 @@ absl::StatusOr<std::string> CoordinatorClient::AwaitAnswer(uint64_t request, con
   const bool done = mu_.AwaitWithDeadline(absl::Condition(&answered), deadline + absl::Seconds(1));
   std::optional<std::pair<bool, std::string>> answer = answers_[request];
   answers_.erase(request);
+  unanswered_.erase(request);
   if (!broken_.ok()) return broken_;
   if (!done || !answer.has_value() || !answer->first) {
     return absl::DeadlineExceededError(absl::StrFormat(
