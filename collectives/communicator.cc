@@ -327,7 +327,7 @@ std::shared_ptr<Work> Communicator::Launch(std::shared_ptr<const Group> g,
     std::vector<CallDescriptor> descriptors;  // Every member's, for an averaging attempt.
     if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier || attempt != nullptr) {
       ArgumentCheck check(ctx, descriptor);
-      if (send_early && descriptor.early_bytes > 0) send_early(ctx);
+      if (send_early) send_early(ctx);
       checked = check.Verdict(attempt != nullptr ? &descriptors : nullptr);
       if (absl::IsInvalidArgument(checked)) {
         if (absl::Status s = check.DiscardEarlyData(); !s.ok()) checked = s;

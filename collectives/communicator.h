@@ -178,8 +178,9 @@ class Communicator {
   Communicator(int id, std::vector<std::shared_ptr<Channel>> channels, const PeerTable& table,
                const Options& options, LinkProbeRecord probe = {});
   // Runs `algorithm` on a worker in the group `g` (the current one when the call was made).
-  // `chunk_bytes` 0: the option's. `plan_detail` goes into the report. `send_early` runs between
-  // the argument check's exchange and its verdict where the descriptor announces early bytes.
+  // `chunk_bytes` 0: the option's. `plan_detail` goes into the report. `send_early` (set only with
+  // a descriptor that announces early bytes) runs between the argument check's exchange and its
+  // verdict.
   std::shared_ptr<Work> Launch(std::shared_ptr<const Group> g, CallDescriptor descriptor,
                                absl::Status local_check, std::string algorithm_name,
                                const CallOptions& call, Algorithm algorithm, size_t chunk_bytes = 0,

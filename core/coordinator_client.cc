@@ -191,7 +191,9 @@ absl::Status CoordinatorClient::Reconnect() {
     std::vector<std::pair<FrameType, std::vector<uint8_t>>> again;
     {
       MutexLock lock(&mu_);
-      for (const auto& [request, frame] : unanswered_) again.push_back(frame);
+      for (const auto& [id, request] : requests_) {
+        if (!request.answer.has_value()) again.emplace_back(request.type, request.payload);
+      }
     }
     for (const auto& [type, payload] : again) {
       // A failure here is the new connection failing: the reader finds out and comes back again.
@@ -320,9 +322,8 @@ void CoordinatorClient::Run() {
           return;
         }
         MutexLock lock(&mu_);
-        unanswered_.erase(m->request);
-        if (auto it = answers_.find(m->request); it != answers_.end()) {
-          it->second = std::make_pair(m->found, m->value);
+        if (auto it = requests_.find(m->request); it != requests_.end()) {
+          it->second.answer = std::make_pair(m->found, m->value);
         }
       } else if (f.header.type == FrameType::kError) {
         absl::StatusOr<std::string> message = ParseString(f.payload);
@@ -415,14 +416,12 @@ absl::StatusOr<uint64_t> CoordinatorClient::SendRequest(FrameType type, const st
     MutexLock lock(&mu_);
     if (!broken_.ok()) return broken_;
     m.request = next_request_++;
-    answers_[m.request] = std::nullopt;
     payload = m.Serialize();
-    unanswered_[m.request] = {type, payload};
+    requests_[m.request] = {type, payload, std::nullopt};
   }
   if (absl::Status written = Write(type, payload, deadline); !written.ok()) {
     MutexLock lock(&mu_);
-    answers_.erase(m.request);
-    unanswered_.erase(m.request);
+    requests_.erase(m.request);
     return written;
   }
   return m.request;
@@ -432,13 +431,12 @@ absl::StatusOr<std::string> CoordinatorClient::AwaitAnswer(uint64_t request, con
                                                            absl::Time deadline) {
   MutexLock lock(&mu_);
   auto answered = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return answers_[request].has_value() || !broken_.ok();
+    return requests_[request].answer.has_value() || !broken_.ok();
   };
   // The server answers a Get at its deadline; allow a second for the answer to arrive.
   const bool done = mu_.AwaitWithDeadline(absl::Condition(&answered), deadline + absl::Seconds(1));
-  std::optional<std::pair<bool, std::string>> answer = answers_[request];
-  answers_.erase(request);
-  unanswered_.erase(request);
+  std::optional<std::pair<bool, std::string>> answer = requests_[request].answer;
+  requests_.erase(request);
   if (!broken_.ok()) return broken_;
   if (!done || !answer.has_value() || !answer->first) {
     return absl::DeadlineExceededError(absl::StrFormat(

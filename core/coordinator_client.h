@@ -117,10 +117,15 @@ class CoordinatorClient {
   mutable Mutex mu_;
   std::optional<PeerTable> table_ ABSL_GUARDED_BY(mu_);
   MembershipCallback callback_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, std::optional<std::pair<bool, std::string>>> answers_ ABSL_GUARDED_BY(mu_);
-  // Requests written and not answered yet: written again on a new connection (one written while
-  // the old one was dying would otherwise be lost; a Put or Get twice is the same).
-  std::map<uint64_t, std::pair<FrameType, std::vector<uint8_t>>> unanswered_ ABSL_GUARDED_BY(mu_);
+  // A request from when it is written until its caller takes the answer. One not answered yet is
+  // written again on a new connection (written while the old one was dying, it would be lost; a
+  // Put or Get twice is the same).
+  struct PendingRequest {
+    FrameType type;
+    std::vector<uint8_t> payload;
+    std::optional<std::pair<bool, std::string>> answer;  // found, value
+  };
+  std::map<uint64_t, PendingRequest> requests_ ABSL_GUARDED_BY(mu_);
   uint64_t next_request_ ABSL_GUARDED_BY(mu_) = 1;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -226,31 +226,14 @@ bool CollaborativeOptimizer::AverageRound() {
     if (IsMembershipChanged(outcome.status())) return false;
     ThrowIfError(outcome.status());
   }
-  int64_t offset = 0;
-  for (at::Tensor& p : parameters_) {
-    at::Tensor average = mean.narrow(0, offset, p.numel()).view_as(p);
-    if (p.mutable_grad().defined()) {
-      p.mutable_grad().copy_(average);
-    } else {
-      p.mutable_grad() = average.clone();
-    }
-    offset += p.numel();
-  }
   SetOptimizerSteps(optimizer_, state_.step());  // Adam's count: the group's, a joiner's too.
-  ScaleLearningRates();
-  optimizer_.step();
-  for (at::Tensor& p : parameters_) p.mutable_grad().zero_();
+  StepWith(mean);
   state_.CountStep();
   accumulated_.zero_();
-  ++steps_;
   last_round_samples_ = static_cast<int64_t>(outcome->total_weight);
   last_round_local_samples_ = local;
   last_round_peers_ = static_cast<int>(outcome->contributors.size());
-  MutexLock lock(&mu_);
-  local_samples_.store(0);
-  round_closed_.store(false);
-  round_ = state_.step();
-  round_began_ = absl::Now();
+  BeginRound(state_.step());
   return true;
 }
 
@@ -268,12 +251,32 @@ void CollaborativeOptimizer::StartAveraging() {
                                 {round.samples}, nullptr, nullptr);
   round.sum_done = averager_.Start(round.sum, 0, ReduceOp::kSum);
   in_flight_ = std::move(round);
-  // The next round begins: counts start again from zero.
+  BeginRound(this->round() + 1);
+}
+
+void CollaborativeOptimizer::BeginRound(int64_t round) {
   MutexLock lock(&mu_);
-  local_samples_.store(0);
+  local_samples_.store(0);  // Counts start again from zero.
   round_closed_.store(false);
-  ++round_;
+  round_ = round;
   round_began_ = absl::Now();
+}
+
+void CollaborativeOptimizer::StepWith(const at::Tensor& average) {
+  int64_t offset = 0;
+  for (at::Tensor& p : parameters_) {
+    at::Tensor part = average.narrow(0, offset, p.numel()).view_as(p);
+    if (p.mutable_grad().defined()) {
+      p.mutable_grad().copy_(part);
+    } else {
+      p.mutable_grad() = part.clone();
+    }
+    offset += p.numel();
+  }
+  ScaleLearningRates();
+  optimizer_.step();
+  for (at::Tensor& p : parameters_) p.mutable_grad().zero_();
+  ++steps_;
 }
 
 void CollaborativeOptimizer::ApplyInFlight() {
@@ -286,20 +289,7 @@ void CollaborativeOptimizer::ApplyInFlight() {
   const double total = round.samples.item<double>();
   TORCH_CHECK(total > 0, "hmc: a round with no samples");
   round.sum.div_(total);
-  int64_t offset = 0;
-  for (at::Tensor& p : parameters_) {
-    at::Tensor average = round.sum.narrow(0, offset, p.numel()).view_as(p);
-    if (p.mutable_grad().defined()) {
-      p.mutable_grad().copy_(average);
-    } else {
-      p.mutable_grad() = average.clone();
-    }
-    offset += p.numel();
-  }
-  ScaleLearningRates();
-  optimizer_.step();
-  for (at::Tensor& p : parameters_) p.mutable_grad().zero_();
-  ++steps_;
+  StepWith(round.sum);
   last_round_samples_ = static_cast<int64_t>(total);
   last_round_local_samples_ = round.local_samples;
 }

@@ -117,6 +117,10 @@ class CollaborativeOptimizer {
   int64_t PredictedOthers(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sets the optimizer's learning rates for the round about to step (base_batch_size).
   void ScaleLearningRates();
+  // Writes the flat `average` into the gradients and steps the optimizer.
+  void StepWith(const at::Tensor& average);
+  // This peer is in `round` from now on, with no samples in it yet.
+  void BeginRound(int64_t round);
   // Fault tolerant: the round as one Average; true when it committed and the optimizer stepped.
   bool AverageRound();
   int64_t round() const;
