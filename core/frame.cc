@@ -30,7 +30,7 @@ bool IsKnownType(uint8_t raw) {
   return (raw >= static_cast<uint8_t>(FrameType::kChallenge) &&
           raw <= static_cast<uint8_t>(FrameType::kJoinReady)) ||
          (raw >= static_cast<uint8_t>(FrameType::kPeerChallenge) &&
-          raw <= static_cast<uint8_t>(FrameType::kRendezvousDone));
+          raw <= static_cast<uint8_t>(FrameType::kStreamsWanted));
 }
 
 constexpr size_t kHeaderCrcOffset = kFrameHeaderBytes - 4;
@@ -75,6 +75,8 @@ absl::string_view FrameTypeName(FrameType type) {
       return "rendezvous";
     case FrameType::kRendezvousDone:
       return "rendezvous-done";
+    case FrameType::kStreamsWanted:
+      return "streams-wanted";
   }
   return "unknown";
 }

@@ -15,7 +15,7 @@ namespace hmc {
 // TCP's). Magic and version sit first so that any future layout can still be told apart and named.
 inline constexpr uint32_t kFrameMagic = 0x31434d48;  // "HMC1"
 // 3: sealed frames and TLS on data streams; 4: the argument check announces early data.
-inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr size_t kFrameHeaderBytes = 48;
 // Control frames (coordinator protocol, handshakes) are small; larger lengths are refused early.
 inline constexpr uint64_t kMaxControlPayloadBytes = 16 << 20;
@@ -44,6 +44,7 @@ enum class FrameType : uint8_t {
   kData = 19,
   kRendezvous = 20,      // A large message the receiver pulls from the sender's memory.
   kRendezvousDone = 21,  // The receiver pulled it (or could not: the sender sends it instead).
+  kStreamsWanted = 22,   // The receiver asks for a stream count for a size class (StreamAdapter).
 };
 
 inline constexpr uint8_t kFlagPayloadChecksum = 1;

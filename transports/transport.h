@@ -52,6 +52,12 @@ class Channel {
   // connections have one.
   virtual int connections() const { return 1; }
   virtual int active_streams() const { return 1; }
+  // The connections a message of `bytes` is spread over now: active_streams, or what the receiver
+  // asked for messages of its size where the transport adapts (TcpLimits::adapt_streams).
+  virtual int streams_for(uint64_t bytes) const {
+    (void)bytes;
+    return active_streams();
+  }
   virtual void SetActiveStreams(int streams) { (void)streams; }
   // Messages shorter than this go on one connection. A long link wants it low: a message on one
   // connection is held to that connection's window per round trip.

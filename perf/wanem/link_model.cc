@@ -16,6 +16,16 @@ constexpr uint64_t kMinFlowQueuePackets = 16;
 
 std::optional<absl::Time> RateStage::Pass(absl::Time arrival, uint64_t bytes) {
   if (bytes_per_second_ <= 0) return arrival;
+  if (police_) {
+    if (free_at_ != absl::InfinitePast()) {
+      tokens_ = std::min(static_cast<double>(queue_bytes_),
+                         tokens_ + absl::ToDoubleSeconds(arrival - free_at_) * bytes_per_second_);
+    }
+    free_at_ = arrival;
+    if (tokens_ < static_cast<double>(bytes)) return std::nullopt;
+    tokens_ -= static_cast<double>(bytes);
+    return arrival;
+  }
   const absl::Time start = std::max(arrival, free_at_);
   const double backlog = absl::ToDoubleSeconds(start - arrival) * bytes_per_second_;
   if (backlog + static_cast<double>(bytes) > static_cast<double>(queue_bytes_)) return std::nullopt;
@@ -56,7 +66,8 @@ absl::StatusOr<LinkModel> LinkModel::Create(const Topology& topology, uint64_t s
 uint64_t LinkModel::FlowQueueBytes(const PathSpec& path) const {
   // A window-limited stream holds its data at the sender, not in a queue on the path: a deep
   // queue here would let one stream's backlog delay every later message on it by seconds
-  // (4 MiB at 7 Mbit/s is 4.8 s). One round trip of the flow's rate keeps TCP at the cap.
+  // (4 MiB at 7 Mbit/s is 4.8 s). One round trip of the flow's rate keeps TCP at the cap. A
+  // policer's bucket is sized the same way.
   const auto bdp = static_cast<uint64_t>(path.flow_bps / 8 * absl::ToDoubleSeconds(path.rtt));
   return std::min(queue_bytes_, std::max({kMinFlowQueueBytes, kMinFlowQueuePackets * mtu_, bdp}));
 }
@@ -80,9 +91,10 @@ uint64_t LinkModel::Admit(int from, int to, uint64_t flow, uint64_t bytes, absl:
                  now - absl::Seconds(10);
     });
   }
-  Flow& f =
-      flows_.try_emplace({from, to, flow}, Flow{RateStage(path.flow_bps, FlowQueueBytes(path))})
-          .first->second;
+  Flow& f = flows_
+                .try_emplace({from, to, flow},
+                             Flow{RateStage(path.flow_bps, FlowQueueBytes(path), path.police)})
+                .first->second;
   const uint64_t id = next_id_++;
   ++f.in_pipeline;
   events_.push(Event{now, id, 0, from, to, bytes, &f});

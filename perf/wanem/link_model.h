@@ -15,21 +15,30 @@
 
 namespace hmc::wanem {
 
-// One shaping stage: a link of `bits_per_second` fed by a FIFO that holds at most `queue_bytes`.
-// It works in virtual time: a packet's departure is computed when it arrives, which is exact for
-// a FIFO as long as arrivals are presented in time order. A rate of 0 is unlimited.
+// One shaping stage: a link of `bits_per_second` fed by a FIFO that holds at most `queue_bytes`,
+// or, policing, a token bucket of `queue_bytes` filled at that rate: a packet passes at once
+// while the bucket holds its size, and is dropped otherwise (nothing waits). It works in virtual
+// time: a packet's departure is computed when it arrives, which is exact as long as arrivals are
+// presented in time order. A rate of 0 is unlimited.
 class RateStage {
  public:
-  RateStage(double bits_per_second, uint64_t queue_bytes)
-      : bytes_per_second_(bits_per_second / 8), queue_bytes_(queue_bytes) {}
-  // When the packet has left the stage, or nullopt if the queue is full (a tail drop).
+  RateStage(double bits_per_second, uint64_t queue_bytes, bool police = false)
+      : bytes_per_second_(bits_per_second / 8),
+        queue_bytes_(queue_bytes),
+        police_(police),
+        tokens_(static_cast<double>(queue_bytes)) {}
+  // When the packet has left the stage, or nullopt if the queue is full (a tail drop) or, policing,
+  // the bucket is short of the packet.
   std::optional<absl::Time> Pass(absl::Time arrival, uint64_t bytes);
+  // When the stage last let a packet through or will have sent its queue.
   absl::Time free_at() const { return free_at_; }
   void SetRate(double bits_per_second) { bytes_per_second_ = bits_per_second / 8; }
 
  private:
   double bytes_per_second_;
   uint64_t queue_bytes_;
+  bool police_;
+  double tokens_;  // Policing: bytes the bucket holds at free_at_.
   absl::Time free_at_ = absl::InfinitePast();
 };
 

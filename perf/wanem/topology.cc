@@ -1,5 +1,6 @@
 #include "perf/wanem/topology.h"
 
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -92,6 +93,7 @@ absl::StatusOr<PathSpec> Topology::PathBetween(const Host& from, const Host& to)
   PathSpec path = it->second;
   path.capacity_bps *= scale;
   path.flow_bps *= scale;
+  path.police = path.police || police;
   return path;
 }
 
@@ -103,8 +105,22 @@ double Topology::NicBps(const Host& host) const {
   return bps * scale;
 }
 
-absl::StatusOr<Topology> ParseTopology(absl::string_view text, absl::string_view origin) {
-  Topology topology;
+namespace {
+
+absl::StatusOr<std::string> ReadText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrFormat("cannot read topology %s", path));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// Includes nest at most this deep (a file that includes itself stops here).
+constexpr int kMaxIncludeDepth = 4;
+
+// Adds the statements of `text` to `topology`. `include_depth` < 0: includes are refused.
+absl::Status ParseInto(Topology& topology, absl::string_view text, absl::string_view origin,
+                       int include_depth) {
   int line_number = 0;
   for (absl::string_view raw : absl::StrSplit(text, '\n')) {
     ++line_number;
@@ -116,13 +132,15 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text, absl::string_view
     // key=value attributes after the positional words.
     std::map<std::string, std::string> attributes;
     std::vector<absl::string_view> positional;
-    bool oneway = false;
+    bool oneway = false, police = false;
     for (size_t i = 1; i < words.size(); ++i) {
       const size_t eq = words[i].find('=');
       if (eq != absl::string_view::npos) {
         attributes[std::string(words[i].substr(0, eq))] = std::string(words[i].substr(eq + 1));
       } else if (words[i] == "oneway") {
         oneway = true;
+      } else if (words[i] == "police" && words[0] == "path") {
+        police = true;
       } else {
         positional.push_back(words[i]);
       }
@@ -139,6 +157,23 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text, absl::string_view
       if (positional.size() != 1 || !absl::SimpleAtod(positional[0], &topology.scale) ||
           topology.scale <= 0) {
         return error("expected 'scale FACTOR' with a factor above 0");
+      }
+    } else if (keyword == "police") {
+      if (!positional.empty()) return error("expected 'police' alone");
+      topology.police = true;
+    } else if (keyword == "include") {
+      if (positional.size() != 1) return error("expected 'include FILE'");
+      if (include_depth < 0) return error("include is only allowed in files");
+      if (include_depth >= kMaxIncludeDepth) {
+        return error(absl::StrFormat("includes nest deeper than %d", kMaxIncludeDepth));
+      }
+      const std::string path =
+          (std::filesystem::path(std::string(origin)).parent_path() / std::string(positional[0]))
+              .string();
+      absl::StatusOr<std::string> included = ReadText(path);
+      if (!included.ok()) return error(included.status().message());
+      if (absl::Status s = ParseInto(topology, *included, path, include_depth + 1); !s.ok()) {
+        return s;
       }
     } else if (keyword == "queue") {
       if (positional.size() != 1) return error("expected 'queue SIZE'");
@@ -187,6 +222,7 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text, absl::string_view
       if (!rtt_value.ok()) return error(rtt_value.status().message());
       if (!capacity_value.ok()) return error(capacity_value.status().message());
       path.rtt = *rtt_value;
+      path.police = police;
       path.capacity_bps = *capacity_value;
       path.flow_bps = path.capacity_bps;
       if (auto flow = take("flow")) {
@@ -216,22 +252,33 @@ absl::StatusOr<Topology> ParseTopology(absl::string_view text, absl::string_view
       if (!oneway) topology.paths[{key.second, key.first}] = path;
     } else {
       return error(absl::StrFormat(
-          "unknown statement '%s' (expected scale, queue, region, host or path)", keyword));
+          "unknown statement '%s' (expected scale, queue, police, include, region, host or path)",
+          keyword));
     }
     if (!attributes.empty()) {
       return error(absl::StrFormat("unknown attribute '%s'", attributes.begin()->first));
     }
   }
-  if (topology.hosts.empty()) return LineError(origin, line_number, "the topology has no hosts");
+  if (include_depth <= 0 && topology.hosts.empty()) {
+    return LineError(origin, line_number, "the topology has no hosts");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Topology> ParseTopology(absl::string_view text, absl::string_view origin) {
+  Topology topology;
+  if (absl::Status s = ParseInto(topology, text, origin, /*include_depth=*/-1); !s.ok()) return s;
   return topology;
 }
 
 absl::StatusOr<Topology> LoadTopology(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrFormat("cannot read topology %s", path));
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseTopology(text.str(), path);
+  absl::StatusOr<std::string> text = ReadText(path);
+  if (!text.ok()) return text.status();
+  Topology topology;
+  if (absl::Status s = ParseInto(topology, *text, path, /*include_depth=*/0); !s.ok()) return s;
+  return topology;
 }
 
 }  // namespace hmc::wanem

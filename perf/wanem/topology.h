@@ -19,12 +19,21 @@ namespace hmc::wanem {
 //       Every rate is multiplied by this (to fit a topology to a machine).
 //   queue 2MiB
 //       Backlog each shaping stage holds before it drops (default 4MiB).
+//   police
+//       Every path's `flow` cap is a policer (as `police` on each path).
+//   include us-eu.topo
+//       The statements of another file (its name relative to this one's directory), here;
+//       only in files (LoadTopology): a policed form of a topology is that topology plus `police`.
 //   region us cloud=gc nic=10Gbit
 //       A region; its hosts' NIC rate (default: unlimited).
 //   host us-0 region=us [nic=1Gbit]
 //       A host; its own NIC rate overrides the region's.
 //   path us eu rtt=103.2ms capacity=6198Mbit flow=211Mbit [loss=0.1%] [jitter=1ms] [oneway]
-//       The path between two regions, shared by all their hosts; `flow` caps one TCP flow.
+//        [police]
+//       The path between two regions, shared by all their hosts; `flow` caps one TCP flow. The
+//       cap shapes (a FIFO of about one bandwidth-delay product in front of the rate) unless
+//       `police`: then it is a token bucket of one bandwidth-delay product that passes what
+//       conforms at once and drops the rest, as clouds' per-flow policers do.
 //
 // A path applies in both directions unless `oneway` (then write the other direction too); every
 // pair of regions that hosts talk across, including a region with itself, needs a path. Rates take
@@ -35,6 +44,7 @@ struct PathSpec {
   double flow_bps = 0;      // One TCP flow (5-tuple): what a single stream can reach.
   double loss = 0;          // Probability a packet is dropped.
   absl::Duration jitter;    // Extra one-way delay, uniform in [0, jitter); never reorders.
+  bool police = false;      // The flow cap drops instead of queueing.
 };
 
 struct Region {
@@ -52,6 +62,7 @@ struct Host {
 struct Topology {
   double scale = 1;
   uint64_t queue_bytes = 4 << 20;
+  bool police = false;  // Every path's flow cap polices.
   std::vector<Region> regions;
   std::vector<Host> hosts;
   std::map<std::pair<std::string, std::string>, PathSpec> paths;  // (from region, to region)
@@ -64,7 +75,8 @@ struct Topology {
   double NicBps(const Host& host) const;
 };
 
-// Parses topology text; `origin` (a file name) prefixes every error with the line number.
+// Parses topology text; `origin` (a file name) prefixes every error with the line number. Text
+// given here may not include files.
 absl::StatusOr<Topology> ParseTopology(absl::string_view text, absl::string_view origin);
 absl::StatusOr<Topology> LoadTopology(const std::string& path);
 

@@ -111,6 +111,9 @@ int main(int argc, char** argv) {
                       Bytes(large.begin(), large.begin() + 4096), false) +
             DataFrame(FrameType::kData, 1, large.size(), 2, 1,
                       Bytes(large.begin() + 4096, large.end()), false));
+  Write(root / "channel_fuzz", "streams_wanted",
+        Bytes{1, 80, 200} + DataFrame(FrameType::kStreamsWanted, 0, 2, 1, 0, Bytes{1, 1}, true) +
+            DataFrame(FrameType::kData, 1, large.size(), 1, 0, large, false));
   Write(root / "channel_fuzz", "offer_and_close",
         Bytes{1, 80, 200} +
             DataFrame(FrameType::kRendezvous, 1, large.size(), 1, 0,

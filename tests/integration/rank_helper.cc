@@ -9,8 +9,12 @@
 //   hmc-test-rank streams [--expect_local]  prints the stream probe's choice and measurements
 //   hmc-test-rank links              prints the link matrix's bandwidths and shares, then runs a
 //                                    weighted butterfly with int8 between zones
+//   hmc-test-rank adapt              puts every link that leaves the host on one stream, then
+//                                    runs checked 4 MiB all-reduces: prints the first and last
+//                                    call's seconds and the streams the links then use
 //
 // Exit codes: 0 success, 1 setup error, 3 wrong result, 42/43 for endless (see below).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -332,13 +336,55 @@ int PrintLinks(Communicator& comm) {
   return 0;
 }
 
+// Every link that leaves the host starts on one stream; then 4 MiB all-reduces (segments of
+// 512 KiB: the adapter's smallest size class) run until one takes under a third of the first
+// call's time, or 30 calls. Each result is checked. Prints the first and last call's seconds and
+// the fewest streams any of those links now spreads a segment over.
+int RunAdapt(Communicator& comm) {
+  constexpr size_t kCount = 1 << 20;
+  constexpr size_t kSegment = 512 << 10;
+  const std::shared_ptr<const Group> g = comm.group();
+  for (const std::shared_ptr<Channel>& c : g->channels) {
+    if (c != nullptr && !c->local()) c->SetActiveStreams(1);
+  }
+  const int n = comm.size();
+  std::vector<float> data(kCount);
+  double first = 0, last = 0;
+  int calls = 0;
+  while (calls < 30 && (calls == 0 || last * 3 > first)) {
+    std::fill(data.begin(), data.end(), static_cast<float>(comm.rank() + 1));
+    const absl::Time start = absl::Now();
+    if (absl::Status s = comm.AllReduce(Buffer{data.data(), kCount, DType::kF32},
+                                        Buffer{data.data(), kCount, DType::kF32}, ReduceOp::kSum)
+                             ->Wait();
+        !s.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", comm.rank(), s.ToString().c_str());
+      return 1;
+    }
+    last = absl::ToDoubleSeconds(absl::Now() - start);
+    if (calls++ == 0) first = last;
+    const float expected = static_cast<float>(n * (n + 1) / 2);
+    if (std::any_of(data.begin(), data.end(), [&](float v) { return v != expected; })) {
+      std::fprintf(stderr, "rank %d: wrong sum in call %d\n", comm.rank(), calls);
+      return 3;
+    }
+  }
+  int fewest = 64;
+  for (const std::shared_ptr<Channel>& c : g->channels) {
+    if (c != nullptr && !c->local()) fewest = std::min(fewest, c->streams_for(kSegment));
+  }
+  std::printf("first %.3f last %.3f calls %d streams %d\n", first, last, calls, fewest);
+  return 0;
+}
+
 }  // namespace
 }  // namespace hmc
 
 int main(int argc, char** argv) {
   absl::StatusOr<hmc::Options> options = hmc::Options::FromEnvironment();
   if (!options.ok() || argc < 2) {
-    std::fprintf(stderr, "usage: hmc-test-rank matrix|mismatch|endless|streams|links [flags]\n");
+    std::fprintf(stderr,
+                 "usage: hmc-test-rank matrix|mismatch|endless|streams|links|adapt [flags]\n");
     return 1;
   }
   const std::string mode = argv[1];
@@ -363,5 +409,6 @@ int main(int argc, char** argv) {
   if (mode == "endless") return hmc::RunEndless(**comm, expect_failed);
   if (mode == "streams") return hmc::PrintStreams(**comm, expect_local);
   if (mode == "links") return hmc::PrintLinks(**comm);
+  if (mode == "adapt") return hmc::RunAdapt(**comm);
   return 1;
 }

@@ -228,6 +228,41 @@ TEST_F(WanemUp, StreamProbeFindsThePerFlowCapOnLongLinksAndOneStreamInASite) {
   }
 }
 
+// Adaptive streams (StreamAdapter) end to end: two sites joined by a path that caps each flow at
+// a tenth of its capacity. Both ranks start every cross-site link on one stream; the receivers
+// time the all-reduce's own segments and ask for more streams until more stop helping, and the
+// calls get faster. Without the adapter every call runs over one stream at the per-flow cap.
+TEST_F(WanemUp, StreamsAdaptToAPerFlowCapFromTheCollectivesOwnTransfers) {
+  const std::string topology = testing::TempDir() + "/adapt.topo";
+  std::ofstream(topology) << "region a\nregion b\nhost a-0 region=a\nhost b-0 region=b\n"
+                             "path a a rtt=0.2ms capacity=10Gbit\npath b b rtt=0.2ms "
+                             "capacity=10Gbit\npath a b rtt=20ms capacity=200Mbit flow=20Mbit\n";
+  Up(topology, 9000);
+  Exec("a-0", {HMC_COORDINATOR_PATH, "--bind=10.201.0.1:29400", "--world_size=2"});
+  std::vector<std::string> outputs;
+  for (int r = 0; r < 2; ++r) {
+    outputs.push_back(testing::TempDir() + absl::StrCat("/adapt", r, ".out"));
+    Exec(r == 0 ? "a-0" : "b-0",
+         {"HMC_COORDINATOR=10.201.0.1:29400", absl::StrCat("HMC_RANK=", r), "HMC_PROBE=0",
+          "HMC_ALGO=ring", "HMC_MAX_STREAMS=16", HMC_TEST_RANK_PATH, "adapt"},
+         outputs.back());
+  }
+  ExpectEveryProcessSucceeds();
+  for (int r = 0; r < 2; ++r) {
+    const std::string text = ReadFile(outputs[r]);
+    double first = 0, last = 0;
+    int calls = 0, streams = 0;
+    const size_t line = text.find("first ");
+    ASSERT_NE(line, std::string::npos) << text;
+    ASSERT_EQ(std::sscanf(text.c_str() + line, "first %lf last %lf calls %d streams %d", &first,
+                          &last, &calls, &streams),
+              4)
+        << text;
+    EXPECT_GE(streams, 4) << text;
+    EXPECT_LT(last * 2.5, first) << text;
+  }
+}
+
 // Three sites, one behind a NIC a tenth as fast: the link probe at creation must see it, every
 // rank must hold the same matrix (a butterfly with balanced shares runs only if all ranks derive
 // the same plan), the slow site must get (almost) no share, and int8 between zones must leave

@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "tests/testing/raw_socket.h"
 #include "transports/tcp/cma.h"
+#include "transports/tcp/stream_adapter.h"
 #include "transports/tcp/tcp_transport.h"
 
 namespace hmc {
@@ -218,6 +219,26 @@ TEST(HostilePeer, FrameOfAnotherEpochOrTypeFailsTheChannel) {
     mesh.SendToVictim(1, h, payload);
     const std::string why = mesh.VictimsFailure(8, 4);
     EXPECT_TRUE(absl::StrContains(why, "rank 2: unexpected welcome frame on a data stream")) << why;
+    mesh.ExpectVictimStillServes();
+  }
+}
+
+// A receiver's request for a stream count (StreamAdapter) names a size class and a count the
+// sender's connections can meet; anything else fails the link naming the peer.
+TEST(HostilePeer, ARequestForStreamsThatCannotBeMetFailsTheChannel) {
+  for (const std::vector<uint8_t>& payload :
+       {std::vector<uint8_t>{0, kStreams + 1}, std::vector<uint8_t>{kSizeClasses, 1},
+        std::vector<uint8_t>{0, 0}, std::vector<uint8_t>{0, 1, 2}}) {
+    HostileMesh mesh;
+    FrameHeader h;
+    h.type = FrameType::kStreamsWanted;
+    h.flags = kFlagPayloadChecksum;
+    h.epoch = 1;
+    h.total_bytes = h.payload_bytes = payload.size();
+    h.payload_crc = Checksum(payload);
+    mesh.SendToVictim(0, h, payload);
+    const std::string why = mesh.VictimsFailure(9, 4);
+    EXPECT_TRUE(absl::StrContains(why, "rank 2: a request for streams that cannot be met")) << why;
     mesh.ExpectVictimStillServes();
   }
 }

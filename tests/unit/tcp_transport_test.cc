@@ -22,6 +22,7 @@
 #include "tests/testing/tcp_mesh.h"
 #include "transports/tcp/cma.h"
 #include "transports/tcp/handshake.h"
+#include "transports/tcp/stream_adapter.h"
 
 namespace hmc {
 namespace {
@@ -304,6 +305,34 @@ TEST(TcpTransport, PacingRateIsSharedByTheStreamsAndLifted) {
   mesh.channels[0][1]->SetPacingRate(0);
   ExchangeBothWays(mesh, 5, 1 << 20, 1 << 20, /*up_to=*/false);
   EXPECT_EQ(paced_streams(""), 0);
+}
+
+// The receiver's stream adapter asks the sender for another count for the size class it timed,
+// and the sender spreads later messages of that class (only) over it. After a baseline of two
+// samples over one stream the climb always tries two, whatever the rates.
+TEST(TcpTransport, AReceiverThatAdaptsStreamsChangesWhatTheSenderUsesForThatSize) {
+  Mesh mesh = Connect(2, 4, /*local=*/false, "127.0.0.1:0",
+                      [](int r, TcpTransportConfig& c) { c.limits.adapt_streams = r == 1; });
+  Channel& sender = *mesh.channels[0][1];
+  sender.SetActiveStreams(1);
+  constexpr size_t kBytes = 1 << 20;  // Size class 1 (1-4 MiB).
+  const std::vector<uint8_t> data = Pattern(kBytes, 3);
+  std::vector<uint8_t> got(kBytes);
+  for (int i = 0; i < 2 * ArrivalSampler::kMessagesPerSample; ++i) {
+    auto recv = mesh.channels[1][0]->Recv(i, got.data(), got.size());
+    ASSERT_TRUE(
+        sender.Send(i, data.data(), data.size())->Wait(absl::Now() + absl::Seconds(10)).ok());
+    ASSERT_TRUE(recv->Wait(absl::Now() + absl::Seconds(10)).ok());
+    ASSERT_EQ(got, data);
+  }
+  for (int i = 0; i < 1000 && sender.streams_for(kBytes) == 1; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(sender.streams_for(kBytes), 2);
+  EXPECT_EQ(sender.streams_for(4 * kBytes), 1);  // Another class: not timed, not changed.
+  EXPECT_EQ(sender.streams_for(64 << 10), 1);    // Below the adapted sizes.
+  // The rank that does not adapt never asks.
+  EXPECT_EQ(mesh.channels[1][0]->streams_for(kBytes), 4);
 }
 
 // Rank 1 played by the test: `streams` connections to rank 0's listener, each through the

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <map>
 
 #include "absl/strings/match.h"
@@ -203,6 +204,52 @@ TEST(LinkModel, ABackloggedFlowDoesNotStarveAnother) {
   EXPECT_LT(delivered[0], 40000u * 1500);  // The heavy flow loses what exceeds its queue.
 }
 
+// A policed flow cap delays nothing: a burst passes at once up to its bucket (one
+// bandwidth-delay product, at least 64 KiB) and the rest is dropped; a shaped cap queues the same
+// burst and lets it out at its rate. Over time both carry the cap.
+TEST(LinkModel, APolicedFlowCapDropsWhatExceedsItsBucketAndQueuesNothing) {
+  const std::string paths =
+      "region us\nregion eu\nhost u region=us\nhost e region=eu\n"
+      "path us us rtt=1ms capacity=10Gbit\npath eu eu rtt=1ms capacity=10Gbit\n"
+      "path us eu rtt=100ms capacity=1Gbit flow=1Mbit";
+  auto shaped = ParseTopology(paths + "\n", "x");
+  auto policed = ParseTopology(paths + " police\n", "x");
+  ASSERT_TRUE(shaped.ok() && policed.ok());
+  const absl::Time t0 = absl::UnixEpoch();
+  auto burst = [&](const Topology& topology) {
+    auto model = LinkModel::Create(topology, 1, 1500);
+    EXPECT_TRUE(model.ok());
+    for (int i = 0; i < 60; ++i) model->Admit(0, 1, 7, 1500, t0);  // 90 000 bytes.
+    std::vector<LinkModel::Outcome> outcomes;
+    model->Advance(t0 + absl::Seconds(100), &outcomes);
+    return outcomes;
+  };
+  int dropped = 0;
+  for (const LinkModel::Outcome& o : burst(*policed)) {
+    if (o.dropped) {
+      ++dropped;
+    } else {
+      EXPECT_LT(o.release, t0 + absl::Milliseconds(52));  // Half the RTT and the NICs: no queue.
+    }
+  }
+  EXPECT_EQ(dropped, 60 - (64 << 10) / 1500);
+  absl::Time last = t0;
+  for (const LinkModel::Outcome& o : burst(*shaped)) {
+    if (!o.dropped) last = std::max(last, o.release);
+  }
+  EXPECT_GT(last, t0 + absl::Milliseconds(400));  // 43 packets at 1 Mbit/s.
+  auto topology = ParseTopology(
+      "region us\nregion eu\nhost us-0 region=us\nhost us-1 region=us\nhost eu-0 region=eu\n"
+      "path us us rtt=1ms capacity=10Gbit\npath eu eu rtt=1ms capacity=10Gbit\n"
+      "path us eu rtt=103.2ms capacity=600Mbit flow=211Mbit police\n",
+      "x");
+  ASSERT_TRUE(topology.ok());
+  auto model = LinkModel::Create(*topology, 1);
+  // Over 2 s: the cap, and the full bucket it started with (one round trip of the cap).
+  const double expected = 211e6 * (1 + 0.1032 / 2);
+  EXPECT_NEAR(Throughput(*model, 1, 400e6, 2), expected, expected * 0.02);
+}
+
 // A slow scaled path's bandwidth-delay product may be a few jumbo frames; its flow queue still
 // takes a TCP initial window (10 packets) at once, at the emulated MTU.
 TEST(LinkModel, AFlowQueueTakesAnInitialWindowOfFullSizePackets) {
@@ -297,12 +344,42 @@ namespace {
 
 // Every shipped topology parses and defines a path between every pair of its hosts.
 TEST(Topology, ShippedTopologiesAreComplete) {
-  for (const char* name :
+  for (const std::string name :
        {"one-zone", "us-eu", "four-continents", "multicloud-us", "hybrid", "hybrid-slow-peer"}) {
     auto t = LoadTopology(std::string(HMC_SOURCE_DIR "/perf/topologies/") + name + ".topo");
     ASSERT_TRUE(t.ok()) << name << ": " << t.status();
     EXPECT_TRUE(LinkModel::Create(*t, 1).ok()) << name << ": " << LinkModel::Create(*t, 1).status();
+    if (name == "one-zone") continue;
+    // Every WAN topology also ships policed: the same paths, each flow cap a policer.
+    auto policed =
+        LoadTopology(std::string(HMC_SOURCE_DIR "/perf/topologies/") + name + "-policed.topo");
+    ASSERT_TRUE(policed.ok()) << name << "-policed: " << policed.status();
+    ASSERT_EQ(policed->hosts.size(), t->hosts.size());
+    const Host& first = t->hosts.front();
+    const Host& last = t->hosts.back();
+    EXPECT_TRUE(policed->PathBetween(first, last)->police);
+    EXPECT_FALSE(t->PathBetween(first, last)->police);
+    EXPECT_EQ(policed->PathBetween(first, last)->flow_bps, t->PathBetween(first, last)->flow_bps);
   }
+}
+
+TEST(Topology, IncludesComeFromFilesOnlyAndNestBoundedly) {
+  const std::string dir = testing::TempDir();
+  std::ofstream(dir + "/base.topo")
+      << "region a\nhost a-0 region=a\npath a a rtt=1ms capacity=1Gbit\n";
+  std::ofstream(dir + "/policed.topo") << "include base.topo\npolice\n";
+  std::ofstream(dir + "/loop.topo") << "include loop.topo\n";
+  auto policed = LoadTopology(dir + "/policed.topo");
+  ASSERT_TRUE(policed.ok()) << policed.status();
+  EXPECT_TRUE(policed->police);
+  EXPECT_EQ(policed->hosts.size(), 1u);
+  auto loop = LoadTopology(dir + "/loop.topo");
+  EXPECT_TRUE(absl::StrContains(loop.status().message(), "includes nest deeper than 4"))
+      << loop.status();
+  auto text = ParseTopology("include base.topo\n", "given");
+  EXPECT_TRUE(
+      absl::StrContains(text.status().message(), "given:1: include is only allowed in files"))
+      << text.status();
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "core/frame_io.h"
 #include "core/log.h"
@@ -46,6 +47,7 @@ struct TcpChannel::OutFrame {
   bool abandonable = false;  // A data stripe or a rendezvous offer: DiscardTagsBelow may drop it.
   const uint8_t* data = nullptr;
   uint64_t bytes = 0;    // Payload bytes.
+  int spread = 1;        // A data stripe: the streams its message is spread over (the first ones).
   uint64_t written = 0;  // Header, payload and trailer bytes written so far.
   bool sealed = false;   // Committed to its stream's sequence: it must go out.
   uint8_t trailer[kMaxSealBytes];
@@ -60,6 +62,7 @@ struct TcpChannel::Incoming {
   uint16_t stripes = 0;      // 0 until the first stripe header arrives.
   uint64_t stripe_mask = 0;  // Stripes whose header arrived.
   uint16_t stripes_done = 0;
+  absl::Time first_byte;         // When the first stripe's header arrived.
   uint8_t* user = nullptr;       // Posted receive buffer.
   RequestPtr request;            // Null while nobody posted a receive.
   std::vector<uint8_t> storage;  // Unexpected arrival.
@@ -105,6 +108,7 @@ TcpChannel::TcpChannel(int peer_rank, std::string description, const TcpLimits& 
       loop_(loop),
       active_streams_(limits.streams),
       stripe_min_bytes_(limits.stripe_min_bytes) {
+  if (limits.adapt_streams) adapter_.emplace(limits.streams);
   for (int i = 0; i < limits.streams; ++i) {
     auto s = std::make_unique<Stream>();
     s->index = i;
@@ -117,6 +121,12 @@ TcpChannel::~TcpChannel() = default;
 
 void TcpChannel::SetActiveStreams(int streams) {
   active_streams_.store(std::clamp(streams, 1, limits_.streams), std::memory_order_relaxed);
+}
+
+int TcpChannel::streams_for(uint64_t bytes) const {
+  const int size_class = SizeClassOf(bytes);
+  const int asked = size_class < 0 ? 0 : class_streams_[size_class].load(std::memory_order_relaxed);
+  return asked > 0 ? asked : active_streams_.load(std::memory_order_relaxed);
 }
 
 absl::Status TcpChannel::Error(absl::string_view what) const {
@@ -292,9 +302,9 @@ void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, Reque
 
 void TcpChannel::SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes,
                               RequestPtr request) {
-  const int active = active_streams_.load(std::memory_order_relaxed);
+  const int spread = streams_for(bytes);
   const uint16_t stripes =
-      StripeCount(bytes, active, stripe_min_bytes_.load(std::memory_order_relaxed));
+      StripeCount(bytes, spread, stripe_min_bytes_.load(std::memory_order_relaxed));
   auto op = std::make_shared<SendOp>();
   op->request = std::move(request);
   op->stripes_left = stripes;
@@ -314,6 +324,7 @@ void TcpChannel::SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes,
     frame.abandonable = true;
     frame.data = data + range.offset;
     frame.bytes = range.bytes;
+    frame.spread = spread;
     frame.op = op;
     unassigned_.push_back(std::move(frame));
   }
@@ -327,16 +338,15 @@ void TcpChannel::SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes,
 
 bool TcpChannel::WantsStripe(const Stream& s) const {
   return s.queue.empty() && !unassigned_.empty() && !s.said_goodbye && s.fd.valid() &&
-         s.index < active_streams_.load(std::memory_order_relaxed);
+         s.index < unassigned_.front().spread;
 }
 
-void TcpChannel::Pace(Stream& s) {
+void TcpChannel::Pace(Stream& s, int spread) {
   if (s.local) return;
   const uint64_t rate = pacing_bytes_per_s_.load(std::memory_order_relaxed);
   const uint64_t part =
       rate == 0 ? kUnpaced
-                : std::clamp<uint64_t>(rate / active_streams_.load(std::memory_order_relaxed), 1,
-                                       kUnpaced - 1);
+                : std::clamp<uint64_t>(rate / static_cast<uint64_t>(spread), 1, kUnpaced - 1);
   if (part == s.pacing) return;
   const auto value = static_cast<uint32_t>(part);
   if (setsockopt(s.fd.get(), SOL_SOCKET, SO_MAX_PACING_RATE, &value, sizeof(value)) == 0) {
@@ -370,7 +380,7 @@ void TcpChannel::BoundUnsent(Stream& s) {
 
 bool TcpChannel::TakeStripe(Stream& s) {
   if (!WantsStripe(s)) return false;
-  Pace(s);
+  Pace(s, unassigned_.front().spread);
   BoundUnsent(s);
   s.queue.push_back(std::move(unassigned_.front()));
   unassigned_.pop_front();
@@ -651,7 +661,8 @@ void TcpChannel::Read(Stream& s) {
       } else if (header->type == FrameType::kData) {
         if (!Route(s)) return;
       } else if (header->type == FrameType::kLeave || header->type == FrameType::kRendezvous ||
-                 header->type == FrameType::kRendezvousDone) {
+                 header->type == FrameType::kRendezvousDone ||
+                 header->type == FrameType::kStreamsWanted) {
         // A small control frame: its payload is read like data, then handled in FinishStripe.
         if (header->payload_bytes > kMaxControlOnDataStream) {
           Fail(Error(absl::StrFormat("oversized %s frame", FrameTypeName(header->type))),
@@ -787,6 +798,7 @@ bool TcpChannel::Route(Stream& s) {
          /*notify=*/true);
     return false;
   }
+  if (in.stripes == 0) in.first_byte = absl::Now();
   in.stripes = h.stripes;
   in.stripe_mask |= uint64_t{1} << h.stripe;
   s.dest = in.dest() + range.offset;
@@ -811,7 +823,17 @@ void TcpChannel::FinishStripe(Stream& s) {
     return;
   }
   Incoming& in = *incoming_.find(s.header.tag)->second;
-  if (++in.stripes_done == in.stripes && in.request != nullptr) Complete(s.header.tag);
+  if (++in.stripes_done != in.stripes) return;
+  if (adapter_.has_value() && !s.local) {
+    const std::optional<StreamAdapter::Request> wanted =
+        adapter_->Arrived(in.first_byte, absl::Now(), in.total, in.stripes);
+    if (wanted.has_value()) {
+      SendControl(
+          FrameType::kStreamsWanted, 0, 0,
+          {static_cast<uint8_t>(wanted->size_class), static_cast<uint8_t>(wanted->streams)});
+    }
+  }
+  if (in.request != nullptr) Complete(s.header.tag);
 }
 
 void TcpChannel::OnControlFrame(Stream& s) {
@@ -866,6 +888,18 @@ void TcpChannel::OnControlFrame(Stream& s) {
         pull_refused_ = true;  // The peer cannot read this process: stream from now on.
         SendStreamed(h.tag, send.data, send.bytes, send.op->request);
       }
+      return;
+    }
+    case FrameType::kStreamsWanted: {
+      if (s.control.size() != 2 || s.control[0] >= kSizeClasses || s.control[1] < 1 ||
+          s.control[1] > limits_.streams) {
+        Fail(Error(absl::StrFormat(
+                 "a request for streams that cannot be met (%d bytes: %s)", s.control.size(),
+                 absl::BytesToHexString(std::string(s.control.begin(), s.control.end())))),
+             /*notify=*/true);
+        return;
+      }
+      class_streams_[s.control[0]].store(s.control[1], std::memory_order_relaxed);
       return;
     }
     default:

@@ -1,6 +1,7 @@
 #ifndef HMC_TRANSPORTS_TCP_TCP_CHANNEL_H_
 #define HMC_TRANSPORTS_TCP_TCP_CHANNEL_H_
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -18,6 +19,7 @@
 #include "core/socket.h"
 #include "core/stream_io.h"
 #include "transports/tcp/cma.h"
+#include "transports/tcp/stream_adapter.h"
 #include "transports/transport.h"
 
 namespace hmc {
@@ -26,6 +28,9 @@ class TcpLoop;
 
 struct TcpLimits {
   int streams = 4;
+  // The receiver asks the sender for the stream count of each message-size class that its
+  // messages arrive fastest with (StreamAdapter); a sender always follows such requests.
+  bool adapt_streams = false;
   uint64_t stripe_min_bytes = 256 << 10;
   uint64_t max_frame_bytes = uint64_t{1} << 32;
   uint32_t epoch = 0;
@@ -71,6 +76,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   LinkStats stats() const override;
   int connections() const override { return limits_.streams; }
   int active_streams() const override { return active_streams_.load(std::memory_order_relaxed); }
+  int streams_for(uint64_t bytes) const override;
   void SetActiveStreams(int streams) override;
   void SetStripeMinBytes(uint64_t bytes) override {
     stripe_min_bytes_.store(bytes, std::memory_order_relaxed);
@@ -79,8 +85,8 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   absl::Duration round_trip() const override {
     return absl::Microseconds(shortest_rtt_us_.load(std::memory_order_relaxed));
   }
-  // Each active stream gets an equal part of the rate (SO_MAX_PACING_RATE, the kernel's own
-  // pacing), set when it next takes a stripe; Unix domain sockets are not paced.
+  // Each stream a message is spread over gets an equal part of the rate (SO_MAX_PACING_RATE, the
+  // kernel's own pacing), set when it next takes a stripe; Unix domain sockets are not paced.
   void SetPacingRate(uint64_t bytes_per_s) override {
     pacing_bytes_per_s_.store(bytes_per_s, std::memory_order_relaxed);
   }
@@ -125,8 +131,9 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   // Whether `in` takes a message of `sent` bytes; fixes an up-to receive's length if so, fails
   // the channel naming both lengths if not.
   bool AcceptLength(Incoming& in, uint64_t tag, uint64_t sent);
-  // Sets the stream's part of the channel's pacing rate where it changed.
-  void Pace(Stream& s);
+  // Sets the stream's part of the channel's pacing rate (shared by `spread` streams) where it
+  // changed.
+  void Pace(Stream& s, int spread);
   // Sets the stream's TCP_NOTSENT_LOWAT from its current window and round trip.
   void BoundUnsent(Stream& s);
   // Whether `s` has handed everything to the kernel and may take an unassigned stripe.
@@ -179,6 +186,9 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   std::atomic<int> local_streams_{0};        // Written by the progress thread only.
   std::atomic<int64_t> shortest_rtt_us_{0};  // Written by the progress thread only; 0: none yet.
   std::atomic<int> active_streams_;
+  // What the receiver asked for, per size class (0: active_streams_).
+  std::array<std::atomic<int>, kSizeClasses> class_streams_{};
+  std::optional<StreamAdapter> adapter_;  // Of the messages received; with adapt_streams.
   std::atomic<uint64_t> stripe_min_bytes_;
   std::atomic<uint64_t> pacing_bytes_per_s_{0};  // 0: unpaced.
   bool pull_refused_ = false;  // The peer could not read this process's memory once.

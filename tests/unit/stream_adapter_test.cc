@@ -1,0 +1,153 @@
+// The stream adapter's climb, against links whose rate is a known function of the stream count.
+#include "transports/tcp/stream_adapter.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+
+namespace hmc {
+namespace {
+
+// Feeds the climber `samples` samples from `rate` at whatever count it asks for; returns the
+// count it asked for last.
+int Climb(StreamClimber& climber, int start, const std::function<double(int)>& rate, int samples) {
+  int streams = start;
+  for (int i = 0; i < samples; ++i) streams = climber.Observe(streams, rate(streams));
+  return streams;
+}
+
+// A per-flow cap: each stream carries 10, the path 80.
+double CappedPerFlow(int streams) { return std::min(10.0 * streams, 80.0); }
+
+TEST(StreamClimber, ClimbsFromOneStreamToWhereAPerFlowCapStopsMattering) {
+  StreamClimber climber(32);
+  const int settled = Climb(climber, 1, CappedPerFlow, 40);
+  EXPECT_GE(settled, 8);
+  EXPECT_LE(settled, 12);  // Not all 32: past the path's rate, more only holds.
+}
+
+TEST(StreamClimber, ComesDownFromTooManyStreamsWhereTheyHoldTheRate) {
+  StreamClimber climber(32);
+  const int settled = Climb(climber, 32, CappedPerFlow, 40);
+  EXPECT_GE(settled, 8);
+  EXPECT_LE(settled, 12);
+}
+
+// Shallow per-flow policers: past 6 streams their bursts drop packets and the rate falls.
+double FallsPastSix(int streams) { return streams <= 6 ? 10.0 * streams : 60.0 - 4 * streams; }
+
+TEST(StreamClimber, FindsTheCountAboveWhichMoreStreamsLoseRate) {
+  for (int start : {1, 4, 16, 32}) {
+    StreamClimber climber(32);
+    const int settled = Climb(climber, start, FallsPastSix, 40);
+    EXPECT_GE(settled, 4) << "from " << start;
+    EXPECT_LE(settled, 6) << "from " << start;
+  }
+}
+
+TEST(StreamClimber, ANoisyFlatLinkNeverClimbs) {
+  StreamClimber climber(32);
+  int streams = 8;
+  unsigned noise = 1;
+  for (int i = 0; i < 200; ++i) {
+    noise = noise * 1103515245 + 12345;
+    streams = climber.Observe(streams, 100.0 * (1 + 0.02 * ((noise >> 16) % 100) / 100.0));
+  }
+  // A flat link: no count gains kGain over another, so the climb never moves up.
+  EXPECT_LE(streams, 8);
+}
+
+TEST(StreamClimber, IgnoresSamplesSentBeforeTheSenderHeardTheRequest) {
+  StreamClimber climber(32);
+  int asked = climber.Observe(4, 40);
+  asked = climber.Observe(4, 40);  // The baseline is taken; it asks for more.
+  ASSERT_EQ(asked, 6);
+  // A sample still over 4 streams must not count as the trial of 6.
+  EXPECT_EQ(climber.Observe(4, 1000), 6);
+  EXPECT_EQ(climber.Observe(6, 60), 6);
+  EXPECT_EQ(climber.Observe(6, 60), 9);  // 60 > 40 · kGain: it moves up and tries 9.
+}
+
+TEST(StreamClimber, StartsAgainFromACountTheSenderChoseItself) {
+  StreamClimber climber(32);
+  climber.Observe(4, 40);
+  ASSERT_EQ(climber.Observe(4, 40), 6);
+  // The sender keeps sending over 12 (a new probe's choice): after a few samples the climb
+  // starts from 12.
+  int asked = 6;
+  for (int i = 0; i < StreamClimber::kForeignSamples + 1; ++i) asked = climber.Observe(12, 120);
+  EXPECT_NE(asked, 6);
+  EXPECT_GE(asked, 12);
+}
+
+TEST(StreamClimber, ARateThatFallsWhileSettledStartsANewClimb) {
+  StreamClimber climber(32);
+  std::function<double(int)> rate = CappedPerFlow;
+  const int settled = Climb(climber, 1, rate, 40);
+  // The path's per-flow cap halves: the settled count now carries half, and more streams help.
+  rate = [](int streams) { return std::min(5.0 * streams, 80.0); };
+  EXPECT_GT(Climb(climber, settled, rate, 40), settled);
+}
+
+TEST(SizeClass, FactorsOfFourFromAQuarterMebibyte) {
+  EXPECT_EQ(SizeClassOf(64 << 10), -1);
+  EXPECT_EQ(SizeClassOf((256 << 10) - 1), -1);
+  EXPECT_EQ(SizeClassOf(256 << 10), 0);
+  EXPECT_EQ(SizeClassOf((1 << 20) - 1), 0);
+  EXPECT_EQ(SizeClassOf(1 << 20), 1);
+  EXPECT_EQ(SizeClassOf(2 << 20), 1);
+  EXPECT_EQ(SizeClassOf(4 << 20), 2);
+  EXPECT_EQ(SizeClassOf(16 << 20), 3);
+  EXPECT_EQ(SizeClassOf(uint64_t{1} << 40), 3);
+}
+
+TEST(ArrivalSampler, CountsOverlappingArrivalsOnceAndIdleTimeNot) {
+  ArrivalSampler sampler;
+  const absl::Time t0 = absl::UnixEpoch();
+  auto at = [&](int ms) { return t0 + absl::Milliseconds(ms); };
+  // Four 1 MB messages: two overlap (0-100, 50-150), then idle, then two more (1000-1100,
+  // 1100-1200). Busy 350 ms in all.
+  EXPECT_FALSE(sampler.Add(at(0), at(100), 1000000, 4).has_value());
+  EXPECT_FALSE(sampler.Add(at(50), at(150), 1000000, 4).has_value());
+  EXPECT_FALSE(sampler.Add(at(1000), at(1100), 1000000, 4).has_value());
+  const std::optional<ArrivalSampler::Sample> sample = sampler.Add(at(1100), at(1200), 1000000, 4);
+  ASSERT_TRUE(sample.has_value());
+  EXPECT_EQ(sample->streams, 4);
+  EXPECT_NEAR(sample->bytes_per_second, 4e6 / 0.35, 1);
+}
+
+TEST(ArrivalSampler, AChangeOfStreamsStartsANewSample) {
+  ArrivalSampler sampler;
+  const absl::Time t0 = absl::UnixEpoch();
+  auto at = [&](int ms) { return t0 + absl::Milliseconds(ms); };
+  for (int i = 0; i < ArrivalSampler::kMessagesPerSample - 1; ++i) {
+    EXPECT_FALSE(sampler.Add(at(100 * i), at(100 * i + 100), 1000, 4).has_value());
+  }
+  // Its first message over 8 streams does not complete the sample of 4.
+  EXPECT_FALSE(sampler.Add(at(500), at(600), 1000, 8).has_value());
+}
+
+TEST(StreamAdapter, AsksTheSenderOnlyWhenAClassWantsAnotherCount) {
+  StreamAdapter adapter(32);
+  const absl::Time t0 = absl::UnixEpoch();
+  std::optional<StreamAdapter::Request> asked;
+  int requests = 0;
+  // 2 MiB messages over 4 streams, 10 ms each: a baseline of two samples, then a request for 6.
+  for (int i = 0; i < 2 * ArrivalSampler::kMessagesPerSample; ++i) {
+    asked = adapter.Arrived(t0 + absl::Milliseconds(10 * i), t0 + absl::Milliseconds(10 * i + 10),
+                            2 << 20, 4);
+    if (asked.has_value()) ++requests;
+  }
+  ASSERT_TRUE(asked.has_value());
+  EXPECT_EQ(requests, 1);
+  EXPECT_EQ(asked->size_class, 1);
+  EXPECT_EQ(asked->streams, 6);
+  // Messages below the adapted sizes never ask.
+  for (int i = 0; i < 40; ++i) {
+    EXPECT_FALSE(adapter.Arrived(t0, t0 + absl::Milliseconds(1), 64 << 10, 4).has_value());
+  }
+}
+
+}  // namespace
+}  // namespace hmc

@@ -1,0 +1,144 @@
+#include "transports/tcp/stream_adapter.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hmc {
+namespace {
+
+int Up(int streams, int max_streams) {
+  return std::min(max_streams, std::max(streams + 1, static_cast<int>(std::lround(streams * 1.5))));
+}
+
+int Down(int streams) {
+  return std::max(1, std::min(streams - 1, static_cast<int>(std::lround(streams / 1.5))));
+}
+
+}  // namespace
+
+int SizeClassOf(uint64_t bytes) {
+  if (bytes < kAdaptMinBytes) return -1;
+  int size_class = 0;
+  for (uint64_t rest = bytes / kAdaptMinBytes; rest >= 4 && size_class < kSizeClasses - 1;
+       rest /= 4) {
+    ++size_class;
+  }
+  return size_class;
+}
+
+void StreamClimber::Try(Phase phase, int streams) {
+  phase_ = phase;
+  wanted_ = streams;
+  taken_ = 0;
+}
+
+double StreamClimber::TrialRate() const {
+  return *std::min_element(samples_.begin(), samples_.end());
+}
+
+int StreamClimber::Observe(int streams, double rate) {
+  if (current_ == 0) {
+    current_ = std::clamp(streams, 1, max_streams_);
+    Try(Phase::kBaseline, current_);
+  }
+  if (streams != wanted_) {
+    if (++foreign_ < kForeignSamples) return wanted_;
+    current_ = std::clamp(streams, 1, max_streams_);
+    Try(Phase::kBaseline, current_);
+  }
+  foreign_ = 0;
+  if (phase_ == Phase::kSettled) {
+    if (rate < best_ * kDrop || ++taken_ >= kSettledSamples) Try(Phase::kBaseline, current_);
+    return wanted_;
+  }
+  samples_[taken_++] = rate;
+  if (taken_ < kTrialSamples) return wanted_;
+  const double trial = TrialRate();
+  auto settle = [&] { Try(Phase::kSettled, current_); };
+  auto go_down_or_settle = [&] {
+    if (current_ > 1) {
+      Try(Phase::kDown, Down(current_));
+    } else {
+      settle();
+    }
+  };
+  switch (phase_) {
+    case Phase::kBaseline:
+      best_ = trial;
+      climbed_ = false;
+      if (current_ < max_streams_) {
+        Try(Phase::kUp, Up(current_, max_streams_));
+      } else {
+        go_down_or_settle();
+      }
+      break;
+    case Phase::kUp:
+      if (trial > best_ * kGain) {
+        current_ = wanted_;
+        best_ = trial;
+        climbed_ = true;
+        if (current_ < max_streams_) {
+          Try(Phase::kUp, Up(current_, max_streams_));
+        } else {
+          settle();
+        }
+      } else if (climbed_) {
+        settle();  // The count below was measured slower on the way up.
+      } else {
+        go_down_or_settle();
+      }
+      break;
+    case Phase::kDown:
+      if (trial >= best_ * kHold) {
+        current_ = wanted_;
+        best_ = std::max(best_, trial);
+        go_down_or_settle();
+      } else {
+        settle();
+      }
+      break;
+    case Phase::kSettled:
+      break;
+  }
+  return wanted_;
+}
+
+std::optional<ArrivalSampler::Sample> ArrivalSampler::Add(absl::Time first_byte,
+                                                          absl::Time last_byte, uint64_t bytes,
+                                                          int streams) {
+  if (streams != streams_) {
+    *this = ArrivalSampler();
+    streams_ = streams;
+  }
+  // Called in the order messages finish: the time before busy_until_ was counted already.
+  const absl::Time from = std::max(first_byte, busy_until_);
+  if (last_byte > from) busy_ += last_byte - from;
+  busy_until_ = std::max(busy_until_, last_byte);
+  bytes_ += bytes;
+  if (++messages_ < kMessagesPerSample || busy_ <= absl::ZeroDuration()) return std::nullopt;
+  const Sample sample{streams_, static_cast<double>(bytes_) / absl::ToDoubleSeconds(busy_)};
+  messages_ = 0;
+  bytes_ = 0;
+  busy_ = absl::ZeroDuration();
+  return sample;
+}
+
+StreamAdapter::StreamAdapter(int max_streams) : max_streams_(max_streams) {}
+
+std::optional<StreamAdapter::Request> StreamAdapter::Arrived(absl::Time first_byte,
+                                                             absl::Time last_byte, uint64_t bytes,
+                                                             int streams) {
+  const int size_class = SizeClassOf(bytes);
+  if (size_class < 0) return std::nullopt;
+  std::optional<PerClass>& c = classes_[size_class];
+  if (!c.has_value()) c.emplace(PerClass{ArrivalSampler(), StreamClimber(max_streams_), streams});
+  const std::optional<ArrivalSampler::Sample> sample =
+      c->sampler.Add(first_byte, last_byte, bytes, streams);
+  if (!sample.has_value()) return std::nullopt;
+  const int wanted = c->climber.Observe(sample->streams, sample->bytes_per_second);
+  if (wanted == c->asked) return std::nullopt;
+  c->asked = wanted;
+  return Request{size_class, wanted};
+}
+
+}  // namespace hmc

@@ -1,0 +1,108 @@
+#ifndef HMC_TRANSPORTS_TCP_STREAM_ADAPTER_H_
+#define HMC_TRANSPORTS_TCP_STREAM_ADAPTER_H_
+
+#include <array>
+#include <cstdint>
+#include <optional>
+
+#include "absl/time/time.h"
+
+namespace hmc {
+
+// Streams are adapted per message-size class, by factors of 4 from kAdaptMinBytes: the best count
+// for a run of 512 KiB segments (an 8 MiB all-reduce) is not the best for 2 MiB ones (256 MiB):
+// short transfers spend more of their time in slow start, where many streams burst into a
+// shallow queue together. Smaller messages (probe chunks, control-sized sends) are not adapted.
+inline constexpr uint64_t kAdaptMinBytes = 256 << 10;
+inline constexpr int kSizeClasses = 4;  // 256 KiB-1 MiB, 1-4 MiB, 4-16 MiB, 16 MiB and more.
+
+// The size class of a message of `bytes`, or -1 below kAdaptMinBytes.
+int SizeClassOf(uint64_t bytes);
+
+// Finds a stream count for one class of messages on one link by trying counts and keeping what
+// the link's own transfers carry fastest (a hill climb). It starts at the count the sender used
+// (the creation probe's choice), then tries ×1.5 while the rate grows by kGain, then ÷1.5 while
+// the rate stays within kHold of the best seen (fewer streams: less burst into shallow queues,
+// less per-stream overhead), and settles. Settled, it tries again every kSettledSamples samples,
+// and at once when the rate falls below kDrop of the best (the path changed).
+class StreamClimber {
+ public:
+  static constexpr int kTrialSamples = 2;
+  static constexpr int kSettledSamples = 16;
+  static constexpr double kGain = 1.08;
+  static constexpr double kHold = 0.97;
+  static constexpr double kDrop = 0.7;
+  static constexpr int kForeignSamples = 3;
+
+  explicit StreamClimber(int max_streams) : max_streams_(max_streams) {}
+
+  // A rate (any unit) measured while the sender used `streams`. Returns the count to ask the
+  // sender for. Samples of another count than the one under test (sent before the sender heard
+  // the last request) are ignored; kForeignSamples of them in a row mean the sender chose a count
+  // of its own (a new probe), and the climb starts again from it.
+  int Observe(int streams, double rate);
+  int wanted() const { return wanted_; }
+
+ private:
+  enum class Phase { kBaseline, kUp, kDown, kSettled };
+  void Try(Phase phase, int streams);
+  double TrialRate() const;  // The lower of the trial's samples: one lucky sample does not win.
+
+  const int max_streams_;
+  int current_ = 0;  // The count the climb stands on; 0 until the first sample.
+  int wanted_ = 0;   // Under test, or current_ when settled.
+  Phase phase_ = Phase::kBaseline;
+  double best_ = 0;       // The rate at current_ (the best of its trials).
+  bool climbed_ = false;  // This climb moved up at least once.
+  int foreign_ = 0;       // Samples in a row of a count not under test.
+  std::array<double, kTrialSamples> samples_{};
+  int taken_ = 0;
+};
+
+// Turns the arrivals of one link's messages into rate samples: the bytes of kMessagesPerSample
+// messages over the time at least one of them was arriving (from the first byte of a message to
+// its last; overlapping messages count their common time once), for messages that all came over
+// the same number of streams.
+class ArrivalSampler {
+ public:
+  static constexpr int kMessagesPerSample = 4;
+  struct Sample {
+    int streams;
+    double bytes_per_second;
+  };
+  std::optional<Sample> Add(absl::Time first_byte, absl::Time last_byte, uint64_t bytes,
+                            int streams);
+
+ private:
+  int streams_ = 0;
+  int messages_ = 0;
+  uint64_t bytes_ = 0;
+  absl::Duration busy_;
+  absl::Time busy_until_ = absl::InfinitePast();
+};
+
+// The receiving side of one link: per size class, samples the arrivals and climbs. Returns a
+// count for the sender when a class's wanted count changes.
+class StreamAdapter {
+ public:
+  explicit StreamAdapter(int max_streams);
+  struct Request {
+    int size_class;
+    int streams;
+  };
+  std::optional<Request> Arrived(absl::Time first_byte, absl::Time last_byte, uint64_t bytes,
+                                 int streams);
+
+ private:
+  struct PerClass {
+    ArrivalSampler sampler;
+    StreamClimber climber;
+    int asked = 0;  // What the sender was last asked for.
+  };
+  std::array<std::optional<PerClass>, kSizeClasses> classes_;
+  const int max_streams_;
+};
+
+}  // namespace hmc
+
+#endif  // HMC_TRANSPORTS_TCP_STREAM_ADAPTER_H_
