@@ -1,9 +1,12 @@
 #!/bin/sh
 # hmc's all-reduce over an emulated topology with a fixed number of streams per peer against the
-# count its probe chooses (--streams=0), alternated ROUNDS times; prints each run and the probe's
-# line. Needs root.
-#   [EXTRA="--chunk_bytes=..."] perf/compare/streams.sh TOPOLOGY [SIZE=256M] [SCALE=0.1] [ROUNDS=2]
-#                                                      [STREAMS="4 8 16 32"]
+# count the creation probe chooses alone (probe: --streams=0 --adapt_streams=0) and against the
+# probe followed by adaptive streams (adapt: --streams=0, the default), alternated ROUNDS times.
+# Each run creates a new group and times ITERS calls per size after WARMUP; prints each run's mean
+# time per call and bus bandwidth, and the probe's line. Needs root.
+#   [EXTRA="--algo=ring"] [ITERS=1] [WARMUP=0] [MTU=9000] [MAX_SIZE=SIZE] [FACTOR=2]
+#   perf/compare/streams.sh TOPOLOGY [SIZE=256M] [SCALE=0.1] [ROUNDS=2] [STREAMS="4 8 16 32"]
+# Sizes run from SIZE to MAX_SIZE by FACTOR, in one group per run.
 set -eu
 cd "$(dirname "$0")/../.."
 topology=$1
@@ -17,11 +20,17 @@ trap '$wanem down --prefix=$prefix > /dev/null 2>&1' EXIT
 $wanem up "$topology" --prefix=$prefix --scale="$scale" --mtu="${MTU:-9000}" > /dev/null
 round=0
 while [ "$round" -lt "$rounds" ]; do
-  for streams in $fixed 0; do
-    perf/wanem/run.sh $prefix build/bin/hmc-perf -b "$size" -e "$size" -i 1 -w 0 -k 0 \
-      --streams="$streams" ${EXTRA:-} | awk -v r="$round" -v s="$streams" '
-        /^# streams per peer/ { print "round " r " probe: " substr($0, 3) }
-        $1 ~ /^[0-9]+$/ { printf "round %s streams %s: %.2f s, busbw %.1f Mbit/s\n", r, s == 0 ? "auto" : s, $5 / 1e6, $7 * 8000 }'
+  for streams in $fixed probe adapt; do
+    case $streams in
+      probe) flags="--streams=0 --adapt_streams=0" ;;
+      adapt) flags="--streams=0" ;;
+      *) flags="--streams=$streams" ;;
+    esac
+    perf/wanem/run.sh $prefix build/bin/hmc-perf -b "$size" -e "${MAX_SIZE:-$size}" \
+      -f "${FACTOR:-2}" -i "${ITERS:-1}" -w "${WARMUP:-0}" -k 0 $flags ${EXTRA:-} |
+      awk -v r="$round" -v s="$streams" '
+        /^# streams per peer/ { print "round " r " " s ": " substr($0, 3) }
+        $1 ~ /^[0-9]+$/ { printf "round %s streams %s size %s: %.3f s, busbw %.1f Mbit/s\n", r, s, $1, $5 / 1e6, $7 * 8000 }'
   done
   round=$((round + 1))
 done

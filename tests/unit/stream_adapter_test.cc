@@ -69,6 +69,21 @@ TEST(StreamClimber, IgnoresSamplesSentBeforeTheSenderHeardTheRequest) {
   EXPECT_EQ(climber.Observe(6, 60), 9);  // 60 > 40 · kGain: it moves up and tries 9.
 }
 
+// A sender may have many messages queued over the old count when a request arrives: however many
+// samples of it follow, the climb goes on.
+TEST(StreamClimber, ALongTailOfTheOldCountDoesNotRestartTheClimb) {
+  StreamClimber climber(32);
+  climber.Observe(10, 100);
+  ASSERT_EQ(climber.Observe(10, 100), 15);
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(10, 100), 15);
+  climber.Observe(15, 150);
+  ASSERT_EQ(climber.Observe(15, 150), 23);  // Moved to 15; 23 under test.
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(15, 150), 23);  // 15: where it stands.
+  climber.Observe(23, 150);
+  ASSERT_EQ(climber.Observe(23, 150), 15);  // No gain at 23: it settles on 15.
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(23, 150), 15);  // 23: asked before.
+}
+
 TEST(StreamClimber, StartsAgainFromACountTheSenderChoseItself) {
   StreamClimber climber(32);
   climber.Observe(4, 40);

@@ -28,6 +28,7 @@ int SizeClassOf(uint64_t bytes) {
 
 void StreamClimber::Try(Phase phase, int streams) {
   phase_ = phase;
+  if (streams != wanted_) asked_before_ = wanted_;
   wanted_ = streams;
   taken_ = 0;
 }
@@ -42,6 +43,7 @@ int StreamClimber::Observe(int streams, double rate) {
     Try(Phase::kBaseline, current_);
   }
   if (streams != wanted_) {
+    if (streams == current_ || streams == asked_before_) return wanted_;  // Sent before the request.
     if (++foreign_ < kForeignSamples) return wanted_;
     current_ = std::clamp(streams, 1, max_streams_);
     Try(Phase::kBaseline, current_);

@@ -37,9 +37,10 @@ class StreamClimber {
   explicit StreamClimber(int max_streams) : max_streams_(max_streams) {}
 
   // A rate (any unit) measured while the sender used `streams`. Returns the count to ask the
-  // sender for. Samples of another count than the one under test (sent before the sender heard
-  // the last request) are ignored; kForeignSamples of them in a row mean the sender chose a count
-  // of its own (a new probe), and the climb starts again from it.
+  // sender for. Samples of another count than the one under test are ignored: those of the count
+  // the climb stands on or of the one asked for before (messages the sender had queued before it
+  // heard the last request) quietly; kForeignSamples in a row of any other count mean the sender
+  // chose a count of its own (a new probe), and the climb starts again from it.
   int Observe(int streams, double rate);
   int wanted() const { return wanted_; }
 
@@ -51,6 +52,7 @@ class StreamClimber {
   const int max_streams_;
   int current_ = 0;  // The count the climb stands on; 0 until the first sample.
   int wanted_ = 0;   // Under test, or current_ when settled.
+  int asked_before_ = 0;  // wanted_ before its last change.
   Phase phase_ = Phase::kBaseline;
   double best_ = 0;       // The rate at current_ (the best of its trials).
   bool climbed_ = false;  // This climb moved up at least once.
