@@ -1,7 +1,7 @@
 #!/bin/sh
 # hmc's all-reduce over an emulated topology with a fixed number of streams per peer against the
 # count the creation probe chooses alone (probe: --streams=0 --adapt_streams=0) and against the
-# probe followed by adaptive streams (adapt: --streams=0, the default), alternated ROUNDS times.
+# probe followed by adaptive streams (adapt: --streams=0 --adapt_streams=1), alternated ROUNDS times.
 # Each run creates a new group and times ITERS calls per size after WARMUP; prints each run's mean
 # time per call and bus bandwidth, and the probe's line. Needs root.
 #   [EXTRA="--algo=ring"] [ITERS=1] [WARMUP=0] [MTU=9000] [MAX_SIZE=SIZE] [FACTOR=2]
@@ -23,7 +23,7 @@ while [ "$round" -lt "$rounds" ]; do
   for streams in $fixed probe adapt; do
     case $streams in
       probe) flags="--streams=0 --adapt_streams=0" ;;
-      adapt) flags="--streams=0" ;;
+      adapt) flags="--streams=0 --adapt_streams=1" ;;
       *) flags="--streams=$streams" ;;
     esac
     perf/wanem/run.sh $prefix build/bin/hmc-perf -b "$size" -e "${MAX_SIZE:-$size}" \
