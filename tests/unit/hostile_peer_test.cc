@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <span>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -111,6 +112,17 @@ struct HostileMesh {
   }
 };
 
+// A control frame of this epoch carrying `payload`, with its checksum.
+FrameHeader ControlHeader(FrameType type, std::span<const uint8_t> payload) {
+  FrameHeader h;
+  h.type = type;
+  h.flags = kFlagPayloadChecksum;
+  h.epoch = 1;
+  h.total_bytes = h.payload_bytes = payload.size();
+  h.payload_crc = Checksum(payload);
+  return h;
+}
+
 FrameHeader DataHeader(uint64_t tag, uint64_t total, uint16_t stripes, uint16_t stripe,
                        uint64_t payload) {
   FrameHeader h;
@@ -210,13 +222,7 @@ TEST(HostilePeer, FrameOfAnotherEpochOrTypeFailsTheChannel) {
   {
     HostileMesh mesh;
     const std::vector<uint8_t> payload(8, 0);
-    FrameHeader h;
-    h.type = FrameType::kWelcome;
-    h.flags = kFlagPayloadChecksum;
-    h.epoch = 1;
-    h.total_bytes = h.payload_bytes = payload.size();
-    h.payload_crc = Checksum(payload);
-    mesh.SendToVictim(1, h, payload);
+    mesh.SendToVictim(1, ControlHeader(FrameType::kWelcome, payload), payload);
     const std::string why = mesh.VictimsFailure(8, 4);
     EXPECT_TRUE(absl::StrContains(why, "rank 2: unexpected welcome frame on a data stream")) << why;
     mesh.ExpectVictimStillServes();
@@ -230,13 +236,7 @@ TEST(HostilePeer, ARequestForStreamsThatCannotBeMetFailsTheChannel) {
        {std::vector<uint8_t>{0, kStreams + 1}, std::vector<uint8_t>{kSizeClasses, 1},
         std::vector<uint8_t>{0, 0}, std::vector<uint8_t>{0, 1, 2}}) {
     HostileMesh mesh;
-    FrameHeader h;
-    h.type = FrameType::kStreamsWanted;
-    h.flags = kFlagPayloadChecksum;
-    h.epoch = 1;
-    h.total_bytes = h.payload_bytes = payload.size();
-    h.payload_crc = Checksum(payload);
-    mesh.SendToVictim(0, h, payload);
+    mesh.SendToVictim(0, ControlHeader(FrameType::kStreamsWanted, payload), payload);
     const std::string why = mesh.VictimsFailure(9, 4);
     EXPECT_TRUE(absl::StrContains(why, "rank 2: a request for streams that cannot be met")) << why;
     mesh.ExpectVictimStillServes();
