@@ -117,30 +117,36 @@ TEST(SizeClass, FactorsOfFourFromAQuarterMebibyte) {
   EXPECT_EQ(SizeClassOf(uint64_t{1} << 40), 3);
 }
 
-TEST(ArrivalSampler, CountsOverlappingArrivalsOnceAndIdleTimeNot) {
+TEST(ArrivalSampler, TimesOnlyMessagesThatArrivedBehindAnother) {
   ArrivalSampler sampler;
   const absl::Time t0 = absl::UnixEpoch();
   auto at = [&](int ms) { return t0 + absl::Milliseconds(ms); };
-  // Four 1 MB messages: two overlap (0-100, 50-150), then idle, then two more (1000-1100,
-  // 1100-1200). Busy 350 ms in all.
-  EXPECT_FALSE(sampler.Add(at(0), at(100), 1000000, 4).has_value());
-  EXPECT_FALSE(sampler.Add(at(50), at(150), 1000000, 4).has_value());
-  EXPECT_FALSE(sampler.Add(at(1000), at(1100), 1000000, 4).has_value());
-  const std::optional<ArrivalSampler::Sample> sample = sampler.Add(at(1100), at(1200), 1000000, 4);
+  auto add = [&](int from, int to) { return sampler.Add(at(from), at(to), 1000000, 4); };
+  // A run of five 1 MB messages: the first found the link idle and does not count; the others
+  // count from the previous one's end to their own (50 + 50 + 60 ms so far).
+  EXPECT_FALSE(add(0, 100).has_value());
+  EXPECT_FALSE(add(50, 150).has_value());
+  EXPECT_FALSE(add(120, 200).has_value());
+  EXPECT_FALSE(add(190, 260).has_value());
+  // Idle, then a message alone: not counted, and the gap before it neither.
+  EXPECT_FALSE(add(1000, 1100).has_value());
+  // One behind it (70 ms) completes the sample: 4 MB over 230 ms.
+  const std::optional<ArrivalSampler::Sample> sample = add(1050, 1170);
   ASSERT_TRUE(sample.has_value());
   EXPECT_EQ(sample->streams, 4);
-  EXPECT_NEAR(sample->bytes_per_second, 4e6 / 0.35, 1);
+  EXPECT_NEAR(sample->bytes_per_second, 4e6 / 0.23, 1);
 }
 
 TEST(ArrivalSampler, AChangeOfStreamsStartsANewSample) {
   ArrivalSampler sampler;
   const absl::Time t0 = absl::UnixEpoch();
   auto at = [&](int ms) { return t0 + absl::Milliseconds(ms); };
-  for (int i = 0; i < ArrivalSampler::kMessagesPerSample - 1; ++i) {
-    EXPECT_FALSE(sampler.Add(at(100 * i), at(100 * i + 100), 1000, 4).has_value());
+  // Back to back: every message after the first arrived behind another.
+  for (int i = 0; i < ArrivalSampler::kMessagesPerSample; ++i) {
+    EXPECT_FALSE(sampler.Add(at(100 * i), at(100 * i + 110), 1000, 4).has_value());
   }
   // Its first message over 8 streams does not complete the sample of 4.
-  EXPECT_FALSE(sampler.Add(at(500), at(600), 1000, 8).has_value());
+  EXPECT_FALSE(sampler.Add(at(400), at(510), 1000, 8).has_value());
 }
 
 TEST(StreamAdapter, AsksTheSenderOnlyWhenAClassWantsAnotherCount) {
@@ -148,9 +154,10 @@ TEST(StreamAdapter, AsksTheSenderOnlyWhenAClassWantsAnotherCount) {
   const absl::Time t0 = absl::UnixEpoch();
   std::optional<StreamAdapter::Request> asked;
   int requests = 0;
-  // 2 MiB messages over 4 streams, 10 ms each: a baseline of two samples, then a request for 6.
-  for (int i = 0; i < 2 * ArrivalSampler::kMessagesPerSample; ++i) {
-    asked = adapter.Arrived(t0 + absl::Milliseconds(10 * i), t0 + absl::Milliseconds(10 * i + 10),
+  // 2 MiB messages over 4 streams, back to back, 10 ms each: the first opens the run, then a
+  // baseline of two samples and a request for 6.
+  for (int i = 0; i < 2 * ArrivalSampler::kMessagesPerSample + 1; ++i) {
+    asked = adapter.Arrived(t0 + absl::Milliseconds(10 * i), t0 + absl::Milliseconds(10 * i + 11),
                             2 << 20, 4);
     if (asked.has_value()) ++requests;
   }

@@ -43,7 +43,8 @@ int StreamClimber::Observe(int streams, double rate) {
     Try(Phase::kBaseline, current_);
   }
   if (streams != wanted_) {
-    if (streams == current_ || streams == asked_before_) return wanted_;  // Sent before the request.
+    if (streams == current_ || streams == asked_before_)
+      return wanted_;  // Sent before the request.
     if (++foreign_ < kForeignSamples) return wanted_;
     current_ = std::clamp(streams, 1, max_streams_);
     Try(Phase::kBaseline, current_);
@@ -112,10 +113,12 @@ std::optional<ArrivalSampler::Sample> ArrivalSampler::Add(absl::Time first_byte,
     *this = ArrivalSampler();
     streams_ = streams;
   }
-  // Called in the order messages finish: the time before busy_until_ was counted already.
-  const absl::Time from = std::max(first_byte, busy_until_);
-  if (last_byte > from) busy_ += last_byte - from;
+  // Called in the order messages finish.
+  const bool backlogged = first_byte <= busy_until_ + kBacklogGap;
+  const absl::Time previous_end = busy_until_;
   busy_until_ = std::max(busy_until_, last_byte);
+  if (!backlogged) return std::nullopt;
+  busy_ += busy_until_ - previous_end;
   bytes_ += bytes;
   if (++messages_ < kMessagesPerSample || busy_ <= absl::ZeroDuration()) return std::nullopt;
   const Sample sample{streams_, static_cast<double>(bytes_) / absl::ToDoubleSeconds(busy_)};

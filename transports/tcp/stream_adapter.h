@@ -50,8 +50,8 @@ class StreamClimber {
   double TrialRate() const;  // The lower of the trial's samples: one lucky sample does not win.
 
   const int max_streams_;
-  int current_ = 0;  // The count the climb stands on; 0 until the first sample.
-  int wanted_ = 0;   // Under test, or current_ when settled.
+  int current_ = 0;       // The count the climb stands on; 0 until the first sample.
+  int wanted_ = 0;        // Under test, or current_ when settled.
   int asked_before_ = 0;  // wanted_ before its last change.
   Phase phase_ = Phase::kBaseline;
   double best_ = 0;       // The rate at current_ (the best of its trials).
@@ -61,13 +61,18 @@ class StreamClimber {
   int taken_ = 0;
 };
 
-// Turns the arrivals of one link's messages into rate samples: the bytes of kMessagesPerSample
-// messages over the time at least one of them was arriving (from the first byte of a message to
-// its last; overlapping messages count their common time once), for messages that all came over
-// the same number of streams.
+// Turns the arrivals of one link's messages into rate samples of the link while it had a backlog:
+// only a message whose first byte arrived before the previous message's last byte, or within
+// kBacklogGap after it (over one stream, stripes of queued messages follow each other), counts,
+// with its bytes over the time from that last byte to its own. A message that found the link idle
+// opens a run but does not count: its time holds the sender's gap (what fed it: in a ring, the link
+// before) and the ramp-up after idle, which say nothing of how many streams the link wants, and
+// would make samples of the same count differ by far more than the counts do. A sample is
+// kMessagesPerSample counted messages that all came over the same number of streams.
 class ArrivalSampler {
  public:
   static constexpr int kMessagesPerSample = 4;
+  static constexpr absl::Duration kBacklogGap = absl::Milliseconds(1);
   struct Sample {
     int streams;
     double bytes_per_second;
