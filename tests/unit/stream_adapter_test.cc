@@ -65,6 +65,7 @@ TEST(StreamClimber, IgnoresSamplesSentBeforeTheSenderHeardTheRequest) {
   ASSERT_EQ(asked, 6);
   // A sample still over 4 streams must not count as the trial of 6.
   EXPECT_EQ(climber.Observe(4, 1000), 6);
+  EXPECT_EQ(climber.Observe(6, 1), 6);  // The first over 6 is dropped: its new streams start cold.
   EXPECT_EQ(climber.Observe(6, 60), 6);
   EXPECT_EQ(climber.Observe(6, 60), 9);  // 60 > 40 · kGain: it moves up and tries 9.
 }
@@ -76,9 +77,11 @@ TEST(StreamClimber, ALongTailOfTheOldCountDoesNotRestartTheClimb) {
   climber.Observe(10, 100);
   ASSERT_EQ(climber.Observe(10, 100), 15);
   for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(10, 100), 15);
+  climber.Observe(15, 0);  // Dropped: cold streams.
   climber.Observe(15, 150);
   ASSERT_EQ(climber.Observe(15, 150), 23);  // Moved to 15; 23 under test.
   for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(15, 150), 23);  // 15: where it stands.
+  climber.Observe(23, 0);
   climber.Observe(23, 150);
   ASSERT_EQ(climber.Observe(23, 150), 15);  // No gain at 23: it settles on 15.
   for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(23, 150), 15);  // 23: asked before.
@@ -158,7 +161,7 @@ TEST(StreamAdapter, AsksTheSenderOnlyWhenAClassWantsAnotherCount) {
   // baseline of two samples and a request for 6.
   for (int i = 0; i < 2 * ArrivalSampler::kMessagesPerSample + 1; ++i) {
     asked = adapter.Arrived(t0 + absl::Milliseconds(10 * i), t0 + absl::Milliseconds(10 * i + 11),
-                            2 << 20, 4);
+                            2 << 20, 4, absl::ZeroDuration());
     if (asked.has_value()) ++requests;
   }
   ASSERT_TRUE(asked.has_value());
@@ -167,7 +170,8 @@ TEST(StreamAdapter, AsksTheSenderOnlyWhenAClassWantsAnotherCount) {
   EXPECT_EQ(asked->streams, 6);
   // Messages below the adapted sizes never ask.
   for (int i = 0; i < 40; ++i) {
-    EXPECT_FALSE(adapter.Arrived(t0, t0 + absl::Milliseconds(1), 64 << 10, 4).has_value());
+    EXPECT_FALSE(adapter.Arrived(t0, t0 + absl::Milliseconds(1), 64 << 10, 4, absl::ZeroDuration())
+                     .has_value());
   }
 }
 

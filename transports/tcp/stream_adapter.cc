@@ -29,6 +29,7 @@ int SizeClassOf(uint64_t bytes) {
 void StreamClimber::Try(Phase phase, int streams) {
   phase_ = phase;
   if (streams != wanted_) asked_before_ = wanted_;
+  to_skip_ = phase == Phase::kUp ? 1 : 0;
   wanted_ = streams;
   taken_ = 0;
 }
@@ -50,6 +51,10 @@ int StreamClimber::Observe(int streams, double rate) {
     Try(Phase::kBaseline, current_);
   }
   foreign_ = 0;
+  if (to_skip_ > 0) {
+    --to_skip_;
+    return wanted_;
+  }
   if (phase_ == Phase::kSettled) {
     if (rate < best_ * kDrop || ++taken_ >= kSettledSamples) Try(Phase::kBaseline, current_);
     return wanted_;
@@ -108,7 +113,7 @@ int StreamClimber::Observe(int streams, double rate) {
 
 std::optional<ArrivalSampler::Sample> ArrivalSampler::Add(absl::Time first_byte,
                                                           absl::Time last_byte, uint64_t bytes,
-                                                          int streams) {
+                                                          int streams, absl::Duration round_trip) {
   if (streams != streams_) {
     *this = ArrivalSampler();
     streams_ = streams;
@@ -120,7 +125,10 @@ std::optional<ArrivalSampler::Sample> ArrivalSampler::Add(absl::Time first_byte,
   if (!backlogged) return std::nullopt;
   busy_ += busy_until_ - previous_end;
   bytes_ += bytes;
-  if (++messages_ < kMessagesPerSample || busy_ <= absl::ZeroDuration()) return std::nullopt;
+  if (++messages_ < kMessagesPerSample || busy_ <= absl::ZeroDuration() ||
+      busy_ < kRoundTripsPerSample * round_trip) {
+    return std::nullopt;
+  }
   const Sample sample{streams_, static_cast<double>(bytes_) / absl::ToDoubleSeconds(busy_)};
   messages_ = 0;
   bytes_ = 0;
@@ -132,13 +140,14 @@ StreamAdapter::StreamAdapter(int max_streams) : max_streams_(max_streams) {}
 
 std::optional<StreamAdapter::Request> StreamAdapter::Arrived(absl::Time first_byte,
                                                              absl::Time last_byte, uint64_t bytes,
-                                                             int streams) {
+                                                             int streams,
+                                                             absl::Duration round_trip) {
   const int size_class = SizeClassOf(bytes);
   if (size_class < 0) return std::nullopt;
   std::optional<PerClass>& c = classes_[size_class];
   if (!c.has_value()) c.emplace(PerClass{ArrivalSampler(), StreamClimber(max_streams_), streams});
   const std::optional<ArrivalSampler::Sample> sample =
-      c->sampler.Add(first_byte, last_byte, bytes, streams);
+      c->sampler.Add(first_byte, last_byte, bytes, streams, round_trip);
   if (!sample.has_value()) return std::nullopt;
   const int wanted = c->climber.Observe(sample->streams, sample->bytes_per_second);
   if (wanted == c->asked) return std::nullopt;

@@ -24,7 +24,10 @@ int SizeClassOf(uint64_t bytes);
 // (the creation probe's choice), then tries ×1.5 while the rate grows by kGain, then ÷1.5 while
 // the rate stays within kHold of the best seen (fewer streams: less burst into shallow queues,
 // less per-stream overhead), and settles. Settled, it tries again every kSettledSamples samples,
-// and at once when the rate falls below kDrop of the best (the path changed).
+// and at once when the rate falls below kDrop of the best (the path changed). The first sample of a
+// count above the current one is dropped: the streams it adds start cold (slow start from an
+// initial window), and timed at once they make every climb look useless (on US+EU at 64 MiB the
+// climb fell from 11 streams to 7, where 32 were 1.9x as fast).
 class StreamClimber {
  public:
   static constexpr int kTrialSamples = 2;
@@ -56,6 +59,7 @@ class StreamClimber {
   Phase phase_ = Phase::kBaseline;
   double best_ = 0;       // The rate at current_ (the best of its trials).
   bool climbed_ = false;  // This climb moved up at least once.
+  int to_skip_ = 0;       // Samples of wanted_ still to drop (cold streams).
   int foreign_ = 0;       // Samples in a row of a count not under test.
   std::array<double, kTrialSamples> samples_{};
   int taken_ = 0;
@@ -68,17 +72,21 @@ class StreamClimber {
 // opens a run but does not count: its time holds the sender's gap (what fed it: in a ring, the link
 // before) and the ramp-up after idle, which say nothing of how many streams the link wants, and
 // would make samples of the same count differ by far more than the counts do. A sample is
-// kMessagesPerSample counted messages that all came over the same number of streams.
+// kMessagesPerSample counted messages, and at least kRoundTripsPerSample round trips of the link
+// (shorter samples of a long path are mostly TCP's sawtooth), that all came over the same number
+// of streams.
 class ArrivalSampler {
  public:
   static constexpr int kMessagesPerSample = 4;
+  static constexpr int kRoundTripsPerSample = 8;
   static constexpr absl::Duration kBacklogGap = absl::Milliseconds(1);
   struct Sample {
     int streams;
     double bytes_per_second;
   };
+  // `round_trip`: the link's (zero while unknown).
   std::optional<Sample> Add(absl::Time first_byte, absl::Time last_byte, uint64_t bytes,
-                            int streams);
+                            int streams, absl::Duration round_trip = absl::ZeroDuration());
 
  private:
   int streams_ = 0;
@@ -98,7 +106,7 @@ class StreamAdapter {
     int streams;
   };
   std::optional<Request> Arrived(absl::Time first_byte, absl::Time last_byte, uint64_t bytes,
-                                 int streams);
+                                 int streams, absl::Duration round_trip);
 
  private:
   struct PerClass {

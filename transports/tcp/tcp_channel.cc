@@ -826,7 +826,7 @@ void TcpChannel::FinishStripe(Stream& s) {
   if (++in.stripes_done != in.stripes) return;
   if (adapter_.has_value() && !s.local) {
     const std::optional<StreamAdapter::Request> wanted =
-        adapter_->Arrived(in.first_byte, absl::Now(), in.total, in.stripes);
+        adapter_->Arrived(in.first_byte, absl::Now(), in.total, in.stripes, round_trip());
     if (wanted.has_value()) {
       SendControl(
           FrameType::kStreamsWanted, 0, 0,
