@@ -59,10 +59,10 @@ const OptionSpec kOptionTable[] = {
      "and use as many as the link probe at creation shows to help."},
     {"max_streams", &Options::max_streams, "Connections per peer opened when streams is 0."},
     {"adapt_streams", &Options::adapt_streams,
-     "Experimental. When streams is 0: after the probe, each receiver times how fast the link's "
-     "messages of each size class arrive and asks the sender for more streams while that rate "
-     "grows, and for fewer while it holds (per link and per size class: 256 KiB-1 MiB, 1-4, "
-     "4-16, 16 MiB+)."},
+     "When streams is 0: after the probe, each receiver times how fast the link's messages of "
+     "each size class arrive while it has a backlog and asks the sender for more streams while "
+     "that rate grows, and for fewer while it holds (per link and per size class: 256 KiB-1 MiB, "
+     "1-4, 4-16, 16 MiB+)."},
     {"local_sockets", &Options::local_sockets,
      "Peers in the same network namespace (same host) connect over Unix domain sockets."},
     {"pull_min_bytes", &Options::pull_min_bytes,

@@ -38,7 +38,7 @@ struct Options {
   // Transport.
   int64_t streams = 0;                   // TCP connections per peer; 0: chosen by a probe.
   int64_t max_streams = 32;              // Connections opened when streams is 0.
-  bool adapt_streams = false;            // When streams is 0: per link and size, from transfers.
+  bool adapt_streams = true;             // When streams is 0: per link and size, from transfers.
   bool local_sockets = true;             // Unix domain sockets to peers in this network namespace.
   int64_t pull_min_bytes = 64 << 10;     // Single-copy pulls from local peers; 0: off.
   int64_t socket_buffer_bytes = 0;       // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning.

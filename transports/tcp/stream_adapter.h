@@ -78,7 +78,7 @@ class StreamClimber {
 class ArrivalSampler {
  public:
   static constexpr int kMessagesPerSample = 4;
-  static constexpr int kRoundTripsPerSample = 8;
+  static constexpr int kRoundTripsPerSample = 2;
   static constexpr absl::Duration kBacklogGap = absl::Milliseconds(1);
   struct Sample {
     int streams;
