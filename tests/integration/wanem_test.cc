@@ -242,10 +242,11 @@ TEST_F(WanemUp, StreamsAdaptToAPerFlowCapFromTheCollectivesOwnTransfers) {
   std::vector<std::string> outputs;
   for (int r = 0; r < 2; ++r) {
     outputs.push_back(testing::TempDir() + absl::StrCat("/adapt", r, ".out"));
-    Exec(r == 0 ? "a-0" : "b-0",
-         {"HMC_COORDINATOR=10.201.0.1:29400", absl::StrCat("HMC_RANK=", r), "HMC_PROBE=0",
-          "HMC_ADAPT_STREAMS=1", "HMC_ALGO=ring", "HMC_MAX_STREAMS=16", HMC_TEST_RANK_PATH, "adapt"},
-         outputs.back());
+    Exec(
+        r == 0 ? "a-0" : "b-0",
+        {"HMC_COORDINATOR=10.201.0.1:29400", absl::StrCat("HMC_RANK=", r), "HMC_PROBE=0",
+         "HMC_ADAPT_STREAMS=1", "HMC_ALGO=ring", "HMC_MAX_STREAMS=16", HMC_TEST_RANK_PATH, "adapt"},
+        outputs.back());
   }
   ExpectEveryProcessSucceeds();
   for (int r = 0; r < 2; ++r) {

@@ -70,26 +70,25 @@ int StreamClimber::Observe(int streams, double rate) {
       settle();
     }
   };
+  auto go_up_or = [&](const auto& otherwise) {
+    if (current_ < max_streams_) {
+      Try(Phase::kUp, Up(current_, max_streams_));
+    } else {
+      otherwise();
+    }
+  };
   switch (phase_) {
     case Phase::kBaseline:
       best_ = trial;
       climbed_ = false;
-      if (current_ < max_streams_) {
-        Try(Phase::kUp, Up(current_, max_streams_));
-      } else {
-        go_down_or_settle();
-      }
+      go_up_or(go_down_or_settle);
       break;
     case Phase::kUp:
       if (trial > best_ * kGain) {
         current_ = wanted_;
         best_ = trial;
         climbed_ = true;
-        if (current_ < max_streams_) {
-          Try(Phase::kUp, Up(current_, max_streams_));
-        } else {
-          settle();
-        }
+        go_up_or(settle);
       } else if (climbed_) {
         settle();  // The count below was measured slower on the way up.
       } else {

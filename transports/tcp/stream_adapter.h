@@ -45,7 +45,6 @@ class StreamClimber {
   // heard the last request) quietly; kForeignSamples in a row of any other count mean the sender
   // chose a count of its own (a new probe), and the climb starts again from it.
   int Observe(int streams, double rate);
-  int wanted() const { return wanted_; }
 
  private:
   enum class Phase { kBaseline, kUp, kDown, kSettled };
