@@ -14,7 +14,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "core/mutex.h"
 #include "ddp/gradient_averager.h"
@@ -156,7 +155,7 @@ class CollaborativeOptimizer {
   std::atomic<double> samples_per_s_{0};                 // This peer's, smoothed over its batches.
   absl::Time last_batch_at_ = absl::InfinitePast();
   std::vector<double> tuned_learning_rates_;  // Each parameter group's, as the trainer set it.
-  absl::Notification stop_;
+  Notification stop_;
   std::thread progress_;
 };
 

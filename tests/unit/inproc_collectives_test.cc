@@ -7,11 +7,11 @@
 #include <thread>
 
 #include "absl/strings/match.h"
-#include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "collectives/check_pattern.h"
 #include "collectives/communicator.h"
 #include "core/frame.h"
+#include "core/mutex.h"
 #include "tests/testing/inproc_group.h"
 #include "transports/inproc/inproc_transport.h"
 
@@ -352,7 +352,7 @@ TEST(InprocCollectives, OnDoneRunsOnceWithTheOutcome) {
     std::vector<float> small(rank == 0 ? 10 : 11);
     Buffer mismatched{small.data(), small.size(), DType::kF32};
     std::shared_ptr<Work> failing = comm.AllReduce(mismatched, mismatched, ReduceOp::kSum);
-    absl::Notification failed;
+    Notification failed;
     failing->OnDone([&](const absl::Status& s) {
       EXPECT_FALSE(s.ok());
       failed.Notify();

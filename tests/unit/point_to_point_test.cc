@@ -5,9 +5,9 @@
 
 #include <thread>
 
-#include "absl/synchronization/notification.h"
 #include "collectives/communicator.h"
 #include "core/coordinator.h"
+#include "core/mutex.h"
 #include "launcher/local_group.h"
 
 namespace hmc {
@@ -40,7 +40,7 @@ TEST(PointToPoint, ABlockingCompletionCallbackDoesNotStallTheNextMessage) {
   ASSERT_TRUE(ranks[0] && ranks[1]);
 
   float first = 1, second = 2, got_first = 0, got_second = 0;
-  absl::Notification release, in_callback;
+  Notification release, in_callback;
   std::shared_ptr<Work> recv_first = ranks[1]->Recv(Buffer{&got_first, 1}, 0);
   recv_first->OnDone([&](const absl::Status&) {
     in_callback.Notify();
