@@ -41,6 +41,10 @@ ABSL_FLAG(int, bucket_kb, 4096, "ddp/reducer: gradient bucket size in KiB (DDP's
 ABSL_FLAG(int, threads, 0, "Torch threads per rank (0: cores / ranks on this machine).");
 ABSL_FLAG(std::string, json, "default",
           "Append per-epoch metrics here (default: PROGRAM.jsonl; empty: none).");
+ABSL_FLAG(int, eval_every, 0,
+          "Evaluate also every this many steps inside an epoch (0: only at its end): rank 0 "
+          "prints each result and appends it to --json, with the seconds of training so far. "
+          "Not with --sync=collab or ddp-ft.");
 ABSL_FLAG(std::string, checkpoint, "", "Save after every epoch and resume from this file.");
 ABSL_FLAG(std::string, progress, "auto",
           "A progress line during each epoch, at most one a second: auto (when the output is a "
@@ -77,7 +81,8 @@ std::unique_ptr<TrainingRun> StartFromFlags(absl::string_view program, int64_t g
        .outer_momentum = absl::GetFlag(FLAGS_outer_momentum),
        .fragments = absl::GetFlag(FLAGS_fragments),
        .progress = progress == "on" || (progress == "auto" && OutputWatched(STDOUT_FILENO)),
-       .progress_in_place = isatty(STDOUT_FILENO) == 1}));
+       .progress_in_place = isatty(STDOUT_FILENO) == 1,
+       .eval_every = absl::GetFlag(FLAGS_eval_every)}));
 }
 
 int RunExample(int argc, char** argv, absl::string_view program, absl::string_view usage,

@@ -41,6 +41,11 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(const Settings& 
     return absl::InvalidArgumentError(
         absl::StrCat("--sync=", settings.sync, ": ddp, ddp-ft, reducer, collab, diloco or local"));
   }
+  if (settings.eval_every > 0 && (settings.sync == "collab" || settings.sync == "ddp-ft")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--eval_every with --sync=", settings.sync,
+        ": its ranks step unevenly, so they cannot evaluate together inside an epoch"));
+  }
   const char* coordinator = std::getenv("HMC_COORDINATOR");
   if (coordinator == nullptr || *coordinator == '\0') {
     return std::unique_ptr<TrainingRun>(new TrainingRun(settings, nullptr));
@@ -175,18 +180,12 @@ void TrainingRun::Train(int epochs, int64_t epoch_samples, int64_t local_batch,
                         const std::function<double(int epoch, int64_t slot)>& train_batch,
                         const std::function<Metrics()>& evaluate) {
   for (int epoch = first_epoch_; epoch < epochs; ++epoch) {
-    const EpochStats stats = TrainEpoch(epoch, epoch_samples, local_batch, train_batch);
+    const EpochStats stats = TrainEpoch(epoch, epoch_samples, local_batch, train_batch, evaluate);
     // A rank that joined learns the group's step in its first step: epochs it missed are over.
     if (elastic() && ddp_->step() > (epoch + 1) * (epoch_samples / (local_batch * world_))) {
       continue;
     }
-    Metrics metrics;
-    if (diloco_ != nullptr) {
-      diloco_->WithOuterParameters([&] { metrics = evaluate(); });
-    } else {
-      metrics = evaluate();
-    }
-    ReportEpoch(epoch, stats, metrics);
+    ReportEpoch(epoch, stats, EvaluateModel(evaluate));
     SaveCheckpoint(epoch + 1);
   }
   if (collab_ != nullptr) collab_->Finish();
@@ -195,7 +194,8 @@ void TrainingRun::Train(int epochs, int64_t epoch_samples, int64_t local_batch,
 
 TrainingRun::EpochStats TrainingRun::TrainEpoch(
     int epoch, int64_t epoch_samples, int64_t local_batch,
-    const std::function<double(int epoch, int64_t slot)>& train_batch) {
+    const std::function<double(int epoch, int64_t slot)>& train_batch,
+    const std::function<Metrics()>& evaluate) {
   EpochStats stats;
   const absl::Time start = absl::Now();
   const bool reporter = (elastic() ? comm_->rank() : rank_) == 0;
@@ -237,7 +237,21 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     }
   } else if (collab_ == nullptr) {
     const int64_t steps = epoch_samples / (local_batch * world_);
-    for (int64_t step = 0; step < steps; ++step) train(step * world_ + rank_);
+    absl::Duration evaluating;
+    for (int64_t step = 0; step < steps; ++step) {
+      train(step * world_ + rank_);
+      // The run's step count; the epoch's last step is evaluated by the epoch's report.
+      const int64_t done = epoch * steps + step + 1;
+      if (settings_.eval_every <= 0 || done % settings_.eval_every != 0 || step + 1 == steps)
+        continue;
+      const absl::Time paused = absl::Now();
+      if (progress.has_value()) progress->Clear();
+      ReportEvaluation(done, static_cast<double>(done * local_batch * world_),
+                       train_seconds_ + absl::ToDoubleSeconds(paused - start - evaluating),
+                       EvaluateModel(evaluate));
+      evaluating += absl::Now() - paused;
+    }
+    stats.seconds = -absl::ToDoubleSeconds(evaluating);
   } else {
     // The group's step count ends the epoch; every rank sees the same one.
     const int64_t steps = epoch_samples / settings_.target_batch;
@@ -245,9 +259,39 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
       if (train(k * world_ + rank_)) ++taken;
     }
   }
-  stats.seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  stats.seconds += absl::ToDoubleSeconds(absl::Now() - start);  // Less the evaluations.
+  train_seconds_ += stats.seconds;
   if (progress.has_value()) progress->Clear();  // The epoch's own line comes next.
   return stats;
+}
+
+TrainingRun::Metrics TrainingRun::EvaluateModel(const std::function<Metrics()>& evaluate) {
+  Metrics metrics;
+  if (diloco_ != nullptr) {
+    diloco_->WithOuterParameters([&] { metrics = evaluate(); });
+  } else {
+    metrics = evaluate();
+  }
+  return metrics;
+}
+
+void TrainingRun::ReportEvaluation(int64_t step, double samples, double train_seconds,
+                                   const Metrics& fields) {
+  if (rank_ != 0) return;
+  std::string line = absl::StrFormat("step %lld: %.0f samples, %.1f s of training",
+                                     static_cast<long long>(step), samples, train_seconds);
+  std::string json = absl::StrFormat(
+      "{\"eval_step\": %lld, \"sync\": \"%s\", \"samples\": %.0f, "
+      "\"train_seconds\": %.3f",
+      static_cast<long long>(step), settings_.sync, samples, train_seconds);
+  for (const auto& [name, value] : fields) {
+    absl::StrAppendFormat(&line, ", %s %.4g", name, value);
+    absl::StrAppendFormat(&json, ", \"%s\": %.6g", name, value);
+  }
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+  if (!settings_.json_path.empty())
+    std::ofstream(settings_.json_path, std::ios::app) << json << "}\n";
 }
 
 ddp::Traffic TrainingRun::traffic() const {
@@ -308,9 +352,9 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
                       group[0], seconds, group[0] / seconds, static_cast<long long>(steps));
   std::string json = absl::StrFormat(
       "{\"epoch\": %d, \"world\": %d, \"sync\": \"%s\", \"samples\": %.0f, \"seconds\": %.3f, "
-      "\"samples_per_s\": %.1f, \"steps\": %lld%s",
+      "\"samples_per_s\": %.1f, \"steps\": %lld, \"train_seconds\": %.3f%s",
       epoch + 1, world_, settings_.sync, group[0], seconds, group[0] / seconds,
-      static_cast<long long>(steps), membership);
+      static_cast<long long>(steps), train_seconds_, membership);
   for (const auto& [name, value] : all_fields) {
     absl::StrAppendFormat(&line, ", %s %.4g", name, value);
     absl::StrAppendFormat(&json, ", \"%s\": %.6g", name, value);

@@ -59,6 +59,11 @@ class TrainingRun {
     // (a terminal), else one line per update; at most one a second.
     bool progress = false;
     bool progress_in_place = false;
+    // Evaluate also every this many steps inside an epoch (0: only at its end), for the time a
+    // mode takes to reach an accuracy: rank 0 prints each result and appends it to the JSON
+    // lines as {"eval_step": ...}. Steps are the optimizer's (ddp, reducer) or each rank's local
+    // ones (diloco, local); collab and ddp-ft, whose ranks step unevenly, refuse it.
+    int64_t eval_every = 0;
   };
 
   // Joins the group when HMC_COORDINATOR is set (as hmcrun sets it), else runs alone.
@@ -108,7 +113,12 @@ class TrainingRun {
 
   TrainingRun(Settings settings, std::shared_ptr<Communicator> comm);
   EpochStats TrainEpoch(int epoch, int64_t epoch_samples, int64_t local_batch,
-                        const std::function<double(int epoch, int64_t slot)>& train_batch);
+                        const std::function<double(int epoch, int64_t slot)>& train_batch,
+                        const std::function<Metrics()>& evaluate);
+  // `evaluate()` on the group's model (diloco: the outer parameters).
+  Metrics EvaluateModel(const std::function<Metrics()>& evaluate);
+  // Rank 0 prints and appends to the JSON lines one evaluation inside an epoch.
+  void ReportEvaluation(int64_t step, double samples, double train_seconds, const Metrics& fields);
   void ReportEpoch(int epoch, const EpochStats& stats, const Metrics& fields);
   // Rank 0 saves the model, optimizer and next epoch (atomically: a temporary, then rename).
   void SaveCheckpoint(int next_epoch);
@@ -132,6 +142,7 @@ class TrainingRun {
   ddp::Traffic reported_;
   int64_t steps_ = 0;
   int64_t reported_steps_ = 0;
+  double train_seconds_ = 0;  // Since the run (or its resumption) began, evaluations excluded.
   double group_samples_ = 0;  // Elastic: samples the committed steps averaged, this epoch.
   int64_t skipped_ = 0;       // Elastic: steps given up on every rank, this epoch.
 };

@@ -131,6 +131,53 @@ TEST(TrainCv, DiLoCoLearnsAndSendsAFractionOfDdpsBytes) {
       << lines["ddp"];
 }
 
+// --eval_every evaluates the group's model inside the epoch. The reference is a run whose epoch
+// ends at that step: the same batches in the same order (DiLoCo syncs every 5 steps, so the outer
+// parameters are the model at step 10), hence the same test loss and accuracy.
+TEST(TrainCv, EvaluatesInsideTheEpochWhatTheModelIsAtThatStep) {
+  const std::vector<std::string> group = {HMC_HMCRUN_PATH,
+                                          "-np",
+                                          "2",
+                                          HMC_TRAIN_CV_PATH,
+                                          "--sync=diloco",
+                                          "--inner_steps=5",
+                                          "--threads=1",
+                                          "--max_test_samples=1000"};
+  const std::string reference_json = TempPath("eval-reference.jsonl");
+  const std::string json = TempPath("eval-every.jsonl");
+  std::remove(reference_json.c_str());
+  std::remove(json.c_str());
+  Outcome reference = RunCommand(
+      Cat(group, {"--json=" + reference_json, "--epochs=1", "--max_train_samples=1280"}));
+  ASSERT_EQ(reference.code, 0) << reference.output;
+  Outcome run = RunCommand(
+      Cat(group, {"--json=" + json, "--epochs=1", "--max_train_samples=2560", "--eval_every=5"}));
+  ASSERT_EQ(run.code, 0) << run.output;
+  EXPECT_THAT(run.output, HasSubstr("step 10: 1280 samples"));
+  // Steps 5, 10 and 15, then the epoch's own evaluation at step 20.
+  const std::vector<std::string> lines = Lines(json);
+  ASSERT_EQ(lines.size(), 4u) << run.output;
+  double seconds = 0;
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(Field(lines[i], "eval_step"), 5 * (i + 1)) << lines[i];
+    EXPECT_EQ(Field(lines[i], "samples"), 640 * (i + 1)) << lines[i];
+    EXPECT_GT(Field(lines[i], "train_seconds"), seconds) << lines[i];
+    seconds = Field(lines[i], "train_seconds");
+  }
+  EXPECT_EQ(Field(lines[3], "epoch"), 1);
+  EXPECT_GT(Field(lines[3], "train_seconds"), seconds);
+  const std::string at_step_10 = Lines(reference_json).at(0);
+  EXPECT_NEAR(Field(lines[1], "test_loss"), Field(at_step_10, "test_loss"), 1e-4)
+      << lines[1] << "\n"
+      << at_step_10;
+  EXPECT_EQ(Field(lines[1], "test_accuracy"), Field(at_step_10, "test_accuracy"));
+
+  // The collaborative optimizer's ranks step unevenly: they cannot evaluate together mid-epoch.
+  Outcome refused = RunCommand({HMC_TRAIN_CV_PATH, "--sync=collab", "--eval_every=5"});
+  EXPECT_NE(refused.code, 0);
+  EXPECT_THAT(refused.output, HasSubstr("--eval_every with --sync=collab"));
+}
+
 // Progress lines: the first batch's at once, then at most one a second, each with the batch, the
 // rate, the loss, the bytes and the time left; none where nobody watches (output to a pipe,
 // hmcrun's too) unless asked for.
