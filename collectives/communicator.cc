@@ -16,7 +16,8 @@
 #include "collectives/one_shot_allreduce.h"
 #include "collectives/shares.h"
 #include "core/log.h"
-#include "transports/tcp/tcp_transport.h"
+#include "core/socket.h"
+#include "transports/transport_factory.h"
 
 namespace hmc {
 namespace {
@@ -27,10 +28,6 @@ constexpr uint32_t kInitialEpoch = 1;
 // How long a Work's Wait() without a deadline waits past the call's deadline: the worker ends the
 // call by its deadline and then drains its requests (CollectiveContext::Drain, 30 s at most).
 constexpr absl::Duration kDrainGrace = absl::Seconds(35);
-
-// Data links fail after this long without delivering when heartbeat_timeout is auto: several
-// retransmission timeouts of a lossy 300 ms path fit in it, a vanished host does not stay hidden.
-constexpr absl::Duration kDataLinkLivenessTimeout = absl::Seconds(10);
 
 }  // namespace
 
@@ -76,38 +73,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   if (options.token.empty()) {
     Logf("auth", "insecure: no token; the coordinator and every peer accept anyone who connects");
   }
-  TcpTransportConfig config;
-  config.bind = options.bind_addr;
-  if (config.bind.empty()) {
-    // The interface that reaches the coordinator, any port.
-    SocketAddress local = (*client)->local_address();
-    local.set_port(0);
-    config.bind = local.ToString();
-  }
-  config.token = options.token;
-  config.insecure = options.insecure;
-  config.world_id = options.world_id;
-  config.socket_buffer_bytes = options.socket_buffer_bytes;
-  config.tcp_congestion = options.tcp_congestion;
-  config.local_sockets = options.local_sockets;
-  absl::StatusOr<TlsConfig> tls = TlsConfigFrom(options);
-  if (!tls.ok()) return tls.status();
-  absl::StatusOr<FrameIntegrity> integrity = ParseFrameIntegrity(options.integrity);
-  if (!integrity.ok()) return integrity.status();
-  config.tls = *tls;
-  config.limits.integrity = *integrity;
-  config.max_unexpected_bytes = static_cast<uint64_t>(options.max_unexpected_bytes);
-  config.limits.streams =
-      static_cast<int>(options.streams > 0 ? options.streams : options.max_streams);
-  config.limits.adapt_streams = options.streams == 0 && options.adapt_streams;
-  config.limits.stripe_min_bytes = static_cast<uint64_t>(options.stripe_min_bytes);
-  config.limits.max_frame_bytes = static_cast<uint64_t>(options.max_frame_bytes);
-  config.limits.epoch = kInitialEpoch;
-  config.limits.pull_min_bytes = static_cast<uint64_t>(options.pull_min_bytes);
-  config.limits.liveness_timeout = options.heartbeat_timeout > absl::ZeroDuration()
-                                       ? options.heartbeat_timeout
-                                       : kDataLinkLivenessTimeout;
-  absl::StatusOr<std::unique_ptr<TcpTransport>> transport = TcpTransport::Create(config);
+  // Unless options.bind_addr says otherwise, peers reach this rank at the interface that reaches
+  // the coordinator, any port.
+  SocketAddress local = (*client)->local_address();
+  local.set_port(0);
+  absl::StatusOr<std::unique_ptr<Transport>> transport =
+      MakeTransport(options, {.default_bind = local.ToString(), .epoch = kInitialEpoch});
   if (!transport.ok()) return transport.status();
   if (absl::Status s = (*client)->Join((*transport)->address(), deadline); !s.ok()) return s;
   absl::StatusOr<PeerTable> table = (*client)->WaitForPeers(deadline);
@@ -172,7 +143,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   });
   // A table that came between the one above and the callback.
   comm->ApplyMembership(comm->coordinator_->table());
-  comm->stream_choice_.streams = config.limits.streams;
+  comm->stream_choice_.streams =
+      static_cast<int>(options.streams > 0 ? options.streams : options.max_streams);
   if (joining) {
     {
       MutexLock lock(&comm->mu_);
@@ -186,7 +158,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   }
   // The probes' calls end by Create's deadline: a link that drops everything fails Create.
   comm->setup_deadline_ = deadline;
-  if (options.streams == 0 && comm->size() > 1) {
+  const std::vector<std::shared_ptr<Channel>>& links = comm->group()->channels;
+  const bool parallel_streams = std::all_of(links.begin(), links.end(), [](const auto& c) {
+    return c == nullptr || c->parallel_streams() != nullptr;
+  });
+  if (options.streams == 0 && comm->size() > 1 && parallel_streams) {
     if (absl::Status s = comm->ProbeStreams(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("choosing streams per peer: ", s.message()));
     }

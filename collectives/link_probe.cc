@@ -131,11 +131,13 @@ absl::Status Communicator::ProbeLinks() {
   // link takes its class's streams, where the streams probe chose them.
   for (int p = 0; p < n; ++p) {
     if (p == self) continue;
+    ParallelStreams* streams = channels[p]->parallel_streams();
+    if (streams == nullptr) continue;
     const bool long_link = matrix.rtt(p, self) >= kLongLinkRttMs;
-    if (long_link) channels[p]->SetStripeMinBytes(kLongLinkStripeMinBytes);
+    if (long_link) streams->SetStripeMinBytes(kLongLinkStripeMinBytes);
     if (stream_choice_.probed && !channels[p]->local()) {
-      channels[p]->SetActiveStreams(long_link ? stream_choice_.long_streams
-                                              : stream_choice_.short_streams);
+      streams->SetActiveStreams(long_link ? stream_choice_.long_streams
+                                          : stream_choice_.short_streams);
     }
   }
   // Long enough to leave slow start behind on the longest link (as the streams probe).
@@ -153,7 +155,7 @@ absl::Status Communicator::ProbeLinks() {
     if (p == self) continue;
     threads.emplace_back([&, p] {
       send_errors[p] =
-          SendProbeChunks(*this, p, window, kProbeChunksPerStream * channels[p]->active_streams(),
+          SendProbeChunks(*this, p, window, kProbeChunksPerStream * ActiveStreams(*channels[p]),
                           channels[p]->local());
     });
     threads.emplace_back([&, p] {

@@ -63,7 +63,8 @@ void Communicator::ExpectJoiners(const PeerTable& table) {
   std::vector<std::shared_ptr<Channel>> channels = transport_->ExpectPeers(joiners);
   MutexLock lock(&mu_);
   for (size_t i = 0; i < joiners.size(); ++i) {
-    channels[i]->SetActiveStreams(stream_choice_.streams);
+    if (ParallelStreams* streams = channels[i]->parallel_streams())
+      streams->SetActiveStreams(stream_choice_.streams);
     const int id = joiners[i].rank;
     if (static_cast<int>(world_channels_.size()) <= id) world_channels_.resize(id + 1);
     world_channels_[id] = channels[i];

@@ -154,7 +154,9 @@ absl::Status Communicator::ProbeStreams() {
   const int prev = (self + n - 1) % n;
   Channel& out = *channels[next];
   Channel& in = *channels[prev];
-  const int max_streams = out.connections();
+  // Communicator::Create probes streams only where every channel has them.
+  ParallelStreams& out_streams = *out.parallel_streams();
+  const int max_streams = out_streams.connections();
 
   // Every ring link's round trip, timed by its sender while its receiver answers (with two ranks
   // the one link serves both), then shared: every rank must put each link in the same class.
@@ -186,7 +188,7 @@ absl::Status Communicator::ProbeStreams() {
   // rank receives from its predecessor; returns the incoming rate.
   auto measure = [&](bool long_class, absl::Duration window,
                      int streams) -> absl::StatusOr<double> {
-    if (!out.local()) out.SetActiveStreams(streams);
+    if (!out.local()) out_streams.SetActiveStreams(streams);
     const bool marker_only = out.local() || long_link_from(self) != long_class;
     absl::Status send_status;
     std::thread sender([&] {
@@ -251,7 +253,7 @@ absl::Status Communicator::ProbeStreams() {
       wanted > 0 ? StreamsByLinkClass(choices, rtt_ms) : std::pair{choice.streams, choice.streams};
   // Each link gets its class's count once the link probe knows its round trip.
   for (auto& channel : channels) {
-    if (channel != nullptr) channel->SetActiveStreams(choice.streams);
+    if (channel != nullptr) channel->parallel_streams()->SetActiveStreams(choice.streams);
   }
   stream_choice_ = choice;
   return absl::OkStatus();

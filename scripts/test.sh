@@ -37,7 +37,7 @@ cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITI
 cmake --build build-tsan --parallel --target transport_test coordinator_test collectives_unit_test
 elapsed
 TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
-  run_suite build-tsan -R 'TcpTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint|ProtectedLink|ManInTheMiddle|LinkProtection'
+  run_suite build-tsan -R 'ChannelContract|TcpTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint|ProtectedLink|ManInTheMiddle|LinkProtection'
 elapsed
 
 echo "== fuzz targets (clang libFuzzer, ASan+UBSan), briefly from their committed seeds"

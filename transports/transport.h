@@ -24,6 +24,25 @@ struct LinkStats {
   uint64_t messages_received = 0;
 };
 
+// A link made of several parallel connections to one peer, as TCP's streams are, and how many of
+// them sends spread over: the sender's choice alone, since a receiver takes stripes from any
+// connection. Every method may be called from any thread.
+class ParallelStreams {
+ public:
+  virtual ~ParallelStreams() = default;
+  // The connections opened to the peer.
+  virtual int connections() const = 0;
+  // How many of them sends spread over now.
+  virtual int active_streams() const = 0;
+  // The connections a message of `bytes` is spread over now: active_streams, or what the receiver
+  // asked for messages of its size where the transport adapts (TcpLimits::adapt_streams).
+  virtual int streams_for(uint64_t bytes) const = 0;
+  virtual void SetActiveStreams(int streams) = 0;
+  // Messages shorter than this go on one connection. A long link wants it low: a message on one
+  // connection is held to that connection's window per round trip.
+  virtual void SetStripeMinBytes(uint64_t bytes) = 0;
+};
+
 // A link to one peer. Messages are matched by tag: a receive completes with the message the peer
 // sent under the same tag, whichever order they were posted in, and its length must equal the
 // receive's length, or for RecvUpTo be at most its capacity (a mismatch fails the channel, naming
@@ -47,21 +66,9 @@ class Channel {
   // OK while the channel works; the reason it failed afterwards.
   virtual absl::Status status() const = 0;
   virtual LinkStats stats() const = 0;
-  // The parallel connections to the peer, and how many of them sends spread over: the sender's
-  // choice alone, since a receiver takes stripes from any connection. Transports without parallel
-  // connections have one.
-  virtual int connections() const { return 1; }
-  virtual int active_streams() const { return 1; }
-  // The connections a message of `bytes` is spread over now: active_streams, or what the receiver
-  // asked for messages of its size where the transport adapts (TcpLimits::adapt_streams).
-  virtual int streams_for(uint64_t bytes) const {
-    (void)bytes;
-    return active_streams();
-  }
-  virtual void SetActiveStreams(int streams) { (void)streams; }
-  // Messages shorter than this go on one connection. A long link wants it low: a message on one
-  // connection is held to that connection's window per round trip.
-  virtual void SetStripeMinBytes(uint64_t bytes) { (void)bytes; }
+  // The link's parallel connections, where the transport has them (TCP's streams); null
+  // otherwise. What the stream choice steers (collectives/stream_probe.h).
+  virtual ParallelStreams* parallel_streams() { return nullptr; }
   // Whether the peer shares this host's network namespace (a link without a network path).
   virtual bool local() const { return false; }
   // The shortest round trip the kernel measured on the link's connections (from their handshakes
@@ -77,6 +84,12 @@ class Channel {
   // so that they neither match a later receive nor hold memory. The floor only rises.
   virtual void DiscardTagsBelow(uint64_t floor, const absl::Status& why) = 0;
 };
+
+// The connections a link's sends spread over now: 1 where it has no parallel streams.
+inline int ActiveStreams(Channel& channel) {
+  ParallelStreams* streams = channel.parallel_streams();
+  return streams != nullptr ? streams->active_streams() : 1;
+}
 
 struct PeerAddress {
   int rank;

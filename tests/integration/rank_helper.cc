@@ -345,7 +345,7 @@ int RunAdapt(Communicator& comm) {
   constexpr size_t kSegment = 512 << 10;
   const std::shared_ptr<const Group> g = comm.group();
   for (const std::shared_ptr<Channel>& c : g->channels) {
-    if (c != nullptr && !c->local()) c->SetActiveStreams(1);
+    if (c != nullptr && !c->local()) c->parallel_streams()->SetActiveStreams(1);
   }
   const int n = comm.size();
   std::vector<float> data(kCount);
@@ -371,7 +371,8 @@ int RunAdapt(Communicator& comm) {
   }
   int fewest = 64;
   for (const std::shared_ptr<Channel>& c : g->channels) {
-    if (c != nullptr && !c->local()) fewest = std::min(fewest, c->streams_for(kSegment));
+    if (c != nullptr && !c->local())
+      fewest = std::min(fewest, c->parallel_streams()->streams_for(kSegment));
   }
   std::printf("first %.3f last %.3f calls %d streams %d\n", first, last, calls, fewest);
   return 0;

@@ -74,8 +74,10 @@ inline std::vector<uint8_t> Pattern(size_t bytes, uint8_t seed) {
 
 // Two messages of `bytes` between ranks 0 and 1 under tags `tag` and `tag` + 1: a's receive is
 // posted first, b is sent first (so it arrives unexpected). Receives take `capacity` bytes, as
-// RecvUpTo where `up_to`, and must report the length sent.
-inline void ExchangeBothWays(Mesh& mesh, uint64_t tag, size_t bytes, size_t capacity, bool up_to) {
+// RecvUpTo where `up_to`, and must report the length sent. Any transport's mesh: what it needs is
+// `mesh.channels[rank][peer]`.
+template <typename AnyMesh>
+void ExchangeBothWays(AnyMesh& mesh, uint64_t tag, size_t bytes, size_t capacity, bool up_to) {
   const std::vector<uint8_t> a = Pattern(bytes, 1), b = Pattern(bytes, 2);
   std::vector<uint8_t> got_a(capacity), got_b(capacity);
   auto receive = [&](Channel& channel, uint64_t t, std::vector<uint8_t>& into) {

@@ -34,92 +34,6 @@ using testing_util::kToken;
 using testing_util::Mesh;
 using testing_util::Pattern;
 
-// Parameters: streams per peer, and whether peers connect over local (Unix) sockets.
-class TcpTransportTest : public testing::TestWithParam<std::tuple<int, bool>> {};
-
-TEST_P(TcpTransportTest, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
-  const auto [streams, local] = GetParam();
-  Mesh mesh = Connect(2, streams, local);
-  uint64_t total = 0;
-  for (size_t bytes :
-       {size_t{0}, size_t{1}, size_t{4095}, size_t{4097}, size_t{1000003}, size_t{8} << 20}) {
-    total += bytes;
-    ExchangeBothWays(mesh, 100 + 2 * bytes, bytes, bytes, /*up_to=*/false);
-  }
-  EXPECT_EQ(mesh.channels[0][1]->stats().bytes_sent, total);
-  EXPECT_EQ(mesh.channels[1][0]->stats().bytes_received, total);
-  EXPECT_EQ(mesh.channels[0][1]->stats().messages_sent, 6u);
-}
-
-TEST_P(TcpTransportTest, ManyTagsInFlightFromSeveralThreads) {
-  Mesh mesh = Connect(3, std::get<0>(GetParam()), std::get<1>(GetParam()));
-  constexpr int kMessages = 64;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] {
-      std::vector<std::vector<uint8_t>> out, in;
-      std::vector<RequestPtr> pending;
-      for (int peer = 0; peer < 3; ++peer) {
-        if (peer == r) continue;
-        for (int m = 0; m < kMessages; ++m) {
-          const size_t bytes = 1 + (m * 7919) % 70000;
-          out.push_back(Pattern(bytes, static_cast<uint8_t>(r * 3 + m)));
-          pending.push_back(mesh.channels[r][peer]->Send(m, out.back().data(), bytes));
-          in.emplace_back(bytes);
-          pending.push_back(mesh.channels[r][peer]->Recv(m, in.back().data(), bytes));
-        }
-      }
-      for (auto& p : pending) ASSERT_TRUE(p->Wait(absl::Now() + absl::Seconds(30)).ok());
-      size_t i = 0;
-      for (int peer = 0; peer < 3; ++peer) {
-        if (peer == r) continue;
-        for (int m = 0; m < kMessages; ++m, ++i) {
-          EXPECT_EQ(in[i], Pattern(in[i].size(), static_cast<uint8_t>(peer * 3 + m)));
-        }
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
-// What a communicator does when a membership epoch ends: tags below the floor are abandoned.
-// Pending receives fail with the reason; a message that arrived, or arrives later, is dropped (a
-// receive posted for it fails) and frees its memory; sends complete (the peer drops them); a
-// message above the floor, sent after the dropped ones on the same streams, arrives intact.
-TEST_P(TcpTransportTest, TagsBelowTheFloorAreAbandoned) {
-  const auto [streams, local] = GetParam();
-  Mesh mesh = Connect(2, streams, local);
-  Channel& to_one = *mesh.channels[0][1];
-  Channel& from_zero = *mesh.channels[1][0];
-  constexpr uint64_t kFloor = 1000;
-  const absl::Status why = absl::AbortedError("epoch 1 ended");
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  const std::vector<uint8_t> old = Pattern(1 << 20, 1), late = Pattern(1 << 20, 2),
-                             fresh = Pattern(3 << 20, 3);
-  std::vector<uint8_t> got_pending(1 << 20), got_late(1 << 20), got_fresh(3 << 20);
-  RequestPtr send_old = to_one.Send(5, old.data(), old.size());  // Arrives unexpected.
-  RequestPtr pending = from_zero.Recv(6, got_pending.data(), got_pending.size());
-  absl::SleepFor(absl::Milliseconds(100));
-  from_zero.DiscardTagsBelow(kFloor, why);
-  EXPECT_EQ(pending->Wait(deadline), why);
-  EXPECT_FALSE(absl::IsDeadlineExceeded(send_old->Wait(deadline)));  // Sent, or refused.
-  RequestPtr send_late = to_one.Send(7, late.data(), late.size());
-  EXPECT_FALSE(absl::IsDeadlineExceeded(send_late->Wait(deadline)));
-  EXPECT_EQ(from_zero.Recv(5, got_late.data(), got_late.size())->Wait(deadline), why);
-  EXPECT_EQ(from_zero.Recv(7, got_late.data(), got_late.size())->Wait(deadline), why);
-  RequestPtr recv_fresh = from_zero.Recv(kFloor + 1, got_fresh.data(), got_fresh.size());
-  ASSERT_TRUE(to_one.Send(kFloor + 1, fresh.data(), fresh.size())->Wait(deadline).ok());
-  ASSERT_TRUE(recv_fresh->Wait(deadline).ok());
-  EXPECT_EQ(got_fresh, fresh);
-  EXPECT_TRUE(from_zero.status().ok());
-  // The sender's side abandons its own sends below the floor at once.
-  to_one.DiscardTagsBelow(kFloor, why);
-  EXPECT_EQ(to_one.Send(8, old.data(), old.size())->Wait(deadline), why);
-}
-
-INSTANTIATE_TEST_SUITE_P(StreamsAndSockets, TcpTransportTest,
-                         testing::Combine(testing::Values(1, 4), testing::Bool()));
-
 // A receiver that refuses pulls answers the rendezvous with a refusal; the sender then streams
 // the message, and keeps streaming to that peer.
 TEST(TcpTransport, RefusedPullFallsBackToStreaming) {
@@ -197,15 +111,6 @@ TEST(TcpTransport, UnexpectedMessagesStayWithinTheirMemoryBound) {
     ASSERT_TRUE(receives[m]->Wait(absl::Now() + absl::Seconds(30)).ok()) << m;
     ASSERT_TRUE(sends[m]->Wait(absl::Now() + absl::Seconds(30)).ok()) << m;
     EXPECT_EQ(got[m], sent[m]) << m;
-  }
-}
-
-TEST_P(TcpTransportTest, ReceiveUpToTakesAnyShorterMessageAndReportsItsLength) {
-  const auto [streams, local] = GetParam();
-  Mesh mesh = Connect(2, streams, local);
-  constexpr size_t kCapacity = size_t{3} << 20;
-  for (size_t bytes : {size_t{0}, size_t{7}, size_t{70000}, size_t{1000003}, kCapacity}) {
-    ExchangeBothWays(mesh, 300 + 2 * bytes, bytes, kCapacity, /*up_to=*/true);
   }
 }
 
@@ -298,10 +203,10 @@ TEST(TcpTransport, PacingRateIsSharedByTheStreamsAndLifted) {
   mesh.channels[0][1]->SetPacingRate(4'000'000);  // Bytes/s: 16 Mbit/s per stream.
   ExchangeBothWays(mesh, 1, 1 << 20, 1 << 20, /*up_to=*/false);
   EXPECT_EQ(paced_streams("16000000bps"), 2);
-  mesh.channels[0][1]->SetActiveStreams(1);
+  mesh.channels[0][1]->parallel_streams()->SetActiveStreams(1);
   ExchangeBothWays(mesh, 3, 1 << 20, 1 << 20, /*up_to=*/false);
   EXPECT_EQ(paced_streams("32000000bps"), 1);  // The active stream takes the whole rate.
-  mesh.channels[0][1]->SetActiveStreams(2);
+  mesh.channels[0][1]->parallel_streams()->SetActiveStreams(2);
   mesh.channels[0][1]->SetPacingRate(0);
   ExchangeBothWays(mesh, 5, 1 << 20, 1 << 20, /*up_to=*/false);
   EXPECT_EQ(paced_streams(""), 0);
@@ -315,14 +220,15 @@ TEST(TcpTransport, AReceiverThatAdaptsStreamsChangesWhatTheSenderUsesForThatSize
   Mesh mesh = Connect(2, 4, /*local=*/false, "127.0.0.1:0",
                       [](int r, TcpTransportConfig& c) { c.limits.adapt_streams = r == 1; });
   Channel& sender = *mesh.channels[0][1];
-  sender.SetActiveStreams(1);
+  ParallelStreams& sender_streams = *sender.parallel_streams();
+  sender_streams.SetActiveStreams(1);
   constexpr size_t kBytes = 1 << 20;  // Size class 1 (1-4 MiB).
   // A loaded machine may stall the receiver for longer than a backlog's gap between two messages,
   // so batches go out until the request arrives (at most 20).
   constexpr int kMessages = 2 * ArrivalSampler::kMessagesPerSample + 1;
   const std::vector<uint8_t> data = Pattern(kBytes, 3);
   std::vector<std::vector<uint8_t>> got(kMessages, std::vector<uint8_t>(kBytes));
-  for (int batch = 0; batch < 20 && sender.streams_for(kBytes) == 1; ++batch) {
+  for (int batch = 0; batch < 20 && sender_streams.streams_for(kBytes) == 1; ++batch) {
     std::vector<RequestPtr> requests;
     for (int i = 0; i < kMessages; ++i) {
       const uint64_t tag = batch * kMessages + i;
@@ -334,15 +240,15 @@ TEST(TcpTransport, AReceiverThatAdaptsStreamsChangesWhatTheSenderUsesForThatSize
     }
     for (const std::vector<uint8_t>& message : got) ASSERT_EQ(message, data);
     // The request travels back on its own.
-    for (int i = 0; i < 100 && sender.streams_for(kBytes) == 1; ++i) {
+    for (int i = 0; i < 100 && sender_streams.streams_for(kBytes) == 1; ++i) {
       absl::SleepFor(absl::Milliseconds(10));
     }
   }
-  EXPECT_EQ(sender.streams_for(kBytes), 2);
-  EXPECT_EQ(sender.streams_for(4 * kBytes), 1);  // Another class: not timed, not changed.
-  EXPECT_EQ(sender.streams_for(64 << 10), 1);    // Below the adapted sizes.
+  EXPECT_EQ(sender_streams.streams_for(kBytes), 2);
+  EXPECT_EQ(sender_streams.streams_for(4 * kBytes), 1);  // Another class: not timed, not changed.
+  EXPECT_EQ(sender_streams.streams_for(64 << 10), 1);    // Below the adapted sizes.
   // The rank that does not adapt never asks.
-  EXPECT_EQ(mesh.channels[1][0]->streams_for(kBytes), 4);
+  EXPECT_EQ(mesh.channels[1][0]->parallel_streams()->streams_for(kBytes), 4);
 }
 
 // Rank 1 played by the test: `streams` connections to rank 0's listener, each through the
@@ -426,42 +332,6 @@ TEST(TcpTransport, AStreamThatStallsCarriesLittleOfWhatFollows) {
   }
   EXPECT_EQ(live + rest, total);
   for (auto& r : sends) EXPECT_TRUE(r->Wait(absl::Now() + absl::Seconds(10)).ok());
-}
-
-TEST(TcpTransport, SizeMismatchFailsTheChannelNamingThePeer) {
-  Mesh mesh = Connect(2, 2);
-  std::vector<uint8_t> data(100), got(50);
-  auto recv = mesh.channels[1][0]->Recv(7, got.data(), got.size());
-  auto send = mesh.channels[0][1]->Send(7, data.data(), data.size());
-  send->Wait(absl::Now() + absl::Seconds(10)).IgnoreError();  // The data must outlive the send.
-  absl::Status s = recv->Wait(absl::Now() + absl::Seconds(10));
-  ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(absl::StrContains(s.message(), "rank 0")) << s;
-  EXPECT_TRUE(absl::StrContains(s.message(), "100 bytes")) << s;
-}
-
-TEST(TcpTransport, MessageLongerThanAReceiveUpToFailsTheChannel) {
-  Mesh mesh = Connect(2, 2);
-  std::vector<uint8_t> data(100), got(60);
-  auto recv = mesh.channels[1][0]->RecvUpTo(7, got.data(), got.size());
-  auto send = mesh.channels[0][1]->Send(7, data.data(), data.size());
-  send->Wait(absl::Now() + absl::Seconds(10)).IgnoreError();
-  absl::Status s = recv->Wait(absl::Now() + absl::Seconds(10));
-  ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(absl::StrContains(s.message(), "rank 0")) << s;
-  EXPECT_TRUE(absl::StrContains(s.message(), "at most 60")) << s;
-}
-
-TEST(TcpTransport, CloseFromAnotherThreadFailsPendingRequests) {
-  Mesh mesh = Connect(2, 2);
-  std::vector<uint8_t> got(10);
-  auto recv = mesh.channels[0][1]->Recv(1, got.data(), got.size());
-  std::thread closer([&] { mesh.channels[0][1]->Close(absl::CancelledError("closing")); });
-  absl::Status s = recv->Wait(absl::Now() + absl::Seconds(10));
-  closer.join();
-  EXPECT_TRUE(absl::IsCancelled(s)) << s;
-  EXPECT_TRUE(absl::IsCancelled(
-      mesh.channels[0][1]->Send(2, got.data(), 1)->Wait(absl::Now() + absl::Seconds(10))));
 }
 
 TEST(TcpTransport, PeerThatDiesFailsReceivesWithItsName) {

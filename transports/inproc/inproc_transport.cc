@@ -9,10 +9,7 @@ namespace hmc {
 class InprocChannel final : public Channel {
  public:
   InprocChannel(std::shared_ptr<InprocFabric> fabric, int self, int peer)
-      : fabric_(std::move(fabric)),
-        self_(self),
-        peer_(peer),
-        description_(absl::StrFormat("rank %d (inproc)", peer)) {}
+      : fabric_(std::move(fabric)), self_(self), peer_(peer), description_(Describe(peer)) {}
 
   int peer_rank() const override { return peer_; }
   const std::string& peer_description() const override { return description_; }
@@ -24,21 +21,25 @@ class InprocChannel final : public Channel {
     if (!StaleLocked(peer_, self_, tag).ok())
       return CompletedRequest(absl::OkStatus());  // Dropped.
     const InprocFabric::Key key{self_, peer_, tag};
+    LinkStats& sent = fabric_->stats_[{self_, peer_}];
+    sent.bytes_sent += bytes;
+    ++sent.messages_sent;
     if (auto it = fabric_->receives_.find(key); it != fabric_->receives_.end()) {
       InprocFabric::PostedRecv recv = it->second;
       fabric_->receives_.erase(it);
       if (!Fits(bytes, recv.bytes, recv.up_to)) {
-        recv.request->Complete(SizeMismatch(tag, bytes, recv.bytes, recv.up_to));
+        // The receiver's channel fails, as a transport's would on reading the length.
+        FailLocked(peer_, self_, SizeMismatch(self_, tag, bytes, recv.bytes, recv.up_to));
+        recv.request->Complete(fabric_->broken_.at({peer_, self_}));
       } else {
         if (bytes > 0) std::memcpy(recv.data, data, bytes);
+        Delivered(peer_, self_, bytes);
         recv.request->Complete(absl::OkStatus(), bytes);
       }
     } else {
       const auto* p = static_cast<const uint8_t*>(data);
       fabric_->messages_[key] = std::vector<uint8_t>(p, p + bytes);
     }
-    stats_.bytes_sent += bytes;
-    ++stats_.messages_sent;
     return CompletedRequest(absl::OkStatus());
   }
 
@@ -49,17 +50,11 @@ class InprocChannel final : public Channel {
     return PostRecv(tag, data, capacity, /*up_to=*/true);
   }
 
+  // The peer learns why too, as over a transport that sends the reason before closing.
   void Close(const absl::Status& why) override {
     MutexLock lock(&fabric_->mu_);
-    fabric_->broken_.try_emplace({self_, peer_}, why);
-    for (auto it = fabric_->receives_.begin(); it != fabric_->receives_.end();) {
-      if (std::get<0>(it->first) == peer_ && std::get<1>(it->first) == self_) {
-        it->second.request->Complete(why);
-        it = fabric_->receives_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    FailLocked(self_, peer_, why);
+    FailLocked(peer_, self_, why);
   }
 
   absl::Status status() const override {
@@ -69,7 +64,8 @@ class InprocChannel final : public Channel {
 
   LinkStats stats() const override {
     MutexLock lock(&fabric_->mu_);
-    return stats_;
+    auto it = fabric_->stats_.find({self_, peer_});
+    return it != fabric_->stats_.end() ? it->second : LinkStats{};
   }
 
   void DiscardTagsBelow(uint64_t floor, const absl::Status& why) override {
@@ -99,15 +95,15 @@ class InprocChannel final : public Channel {
     if (absl::Status s = BrokenLocked(); !s.ok()) return CompletedRequest(s);
     if (absl::Status s = StaleLocked(self_, peer_, tag); !s.ok()) return CompletedRequest(s);
     const InprocFabric::Key key{peer_, self_, tag};
-    stats_.bytes_received += bytes;
-    ++stats_.messages_received;
     if (auto it = fabric_->messages_.find(key); it != fabric_->messages_.end()) {
       std::vector<uint8_t> message = std::move(it->second);
       fabric_->messages_.erase(it);
       if (!Fits(message.size(), bytes, up_to)) {
-        return CompletedRequest(SizeMismatch(tag, message.size(), bytes, up_to));
+        FailLocked(self_, peer_, SizeMismatch(peer_, tag, message.size(), bytes, up_to));
+        return CompletedRequest(BrokenLocked());
       }
       if (!message.empty()) std::memcpy(data, message.data(), message.size());
+      Delivered(self_, peer_, message.size());
       auto request = std::make_shared<Request>();
       request->Complete(absl::OkStatus(), message.size());
       return request;
@@ -115,6 +111,27 @@ class InprocChannel final : public Channel {
     auto request = std::make_shared<Request>();
     fabric_->receives_[key] = InprocFabric::PostedRecv{data, bytes, up_to, request};
     return request;
+  }
+
+  // Counts a message that `receiver` took from `sender`.
+  void Delivered(int receiver, int sender, size_t bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(fabric_->mu_) {
+    LinkStats& stats = fabric_->stats_[{receiver, sender}];
+    stats.bytes_received += bytes;
+    ++stats.messages_received;
+  }
+  // Fails the channel of `self` to `peer` (the first reason stays) and its pending receives.
+  void FailLocked(int self, int peer, const absl::Status& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(fabric_->mu_) {
+    const absl::Status& reason = fabric_->broken_.try_emplace({self, peer}, why).first->second;
+    for (auto it = fabric_->receives_.begin(); it != fabric_->receives_.end();) {
+      if (std::get<0>(it->first) == peer && std::get<1>(it->first) == self) {
+        it->second.request->Complete(reason);
+        it = fabric_->receives_.erase(it);
+      } else {
+        ++it;
+      }
+    }
   }
 
   // Why `receiver` abandoned `tag` from `sender`; OK if it did not.
@@ -136,17 +153,19 @@ class InprocChannel final : public Channel {
     }
     return absl::OkStatus();
   }
-  absl::Status SizeMismatch(uint64_t tag, size_t sent, size_t expected, bool up_to) const {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "message size mismatch for tag %#x between ranks %d and %d: %d bytes sent, %s%d expected",
-        tag, self_, peer_, sent, up_to ? "at most " : "", expected));
+  // As the receiver's channel words it (its peer's description first, as every channel error).
+  static absl::Status SizeMismatch(int sender, uint64_t tag, size_t sent, size_t expected,
+                                   bool up_to) {
+    return absl::UnavailableError(absl::StrFormat(
+        "%s: message size mismatch for tag %#x: the peer sent %d bytes, the receive expects %s%d",
+        Describe(sender), tag, sent, up_to ? "at most " : "", expected));
   }
+  static std::string Describe(int rank) { return absl::StrFormat("rank %d (inproc)", rank); }
 
   std::shared_ptr<InprocFabric> fabric_;
   const int self_;
   const int peer_;
   const std::string description_;
-  LinkStats stats_;  // Guarded by fabric_->mu_.
 };
 
 void InprocFabric::Kill(int rank, const absl::Status& why) {

@@ -35,6 +35,8 @@ class InprocFabric {
   std::map<Key, PostedRecv> receives_ ABSL_GUARDED_BY(mu_);
   std::map<std::pair<int, int>, absl::Status> broken_ ABSL_GUARDED_BY(mu_);
   std::map<int, absl::Status> killed_ ABSL_GUARDED_BY(mu_);
+  // What each (self, peer) channel moved.
+  std::map<std::pair<int, int>, LinkStats> stats_ ABSL_GUARDED_BY(mu_);
   // DiscardTagsBelow of each (receiver, sender) link: the floor and why.
   std::map<std::pair<int, int>, std::pair<uint64_t, absl::Status>> floors_ ABSL_GUARDED_BY(mu_);
 };

@@ -61,7 +61,9 @@ struct StreamProtection {
 // One peer's link: `streams` TCP connections, with large messages striped across them. The
 // public methods post work to the transport's progress thread, which alone touches the sockets
 // and the matching state; so nothing here blocks, and nothing needs a lock but the status.
-class TcpChannel final : public Channel, public std::enable_shared_from_this<TcpChannel> {
+class TcpChannel final : public Channel,
+                         public ParallelStreams,
+                         public std::enable_shared_from_this<TcpChannel> {
  public:
   TcpChannel(int peer_rank, std::string description, const TcpLimits& limits, TcpLoop* loop);
   ~TcpChannel() override;
@@ -74,6 +76,7 @@ class TcpChannel final : public Channel, public std::enable_shared_from_this<Tcp
   void Close(const absl::Status& why) override;
   absl::Status status() const override;
   LinkStats stats() const override;
+  ParallelStreams* parallel_streams() override { return this; }
   int connections() const override { return limits_.streams; }
   int active_streams() const override { return active_streams_.load(std::memory_order_relaxed); }
   int streams_for(uint64_t bytes) const override;

@@ -1,0 +1,221 @@
+// The Channel contract of transports/transport.h, run over every transport that is built: the
+// in-process one the algorithm tests use, and TCP with one and four streams over TCP and over Unix
+// domain sockets. A transport added later joins kKinds and must pass the same tests.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <ostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "tests/testing/tcp_mesh.h"
+#include "transports/inproc/inproc_transport.h"
+#include "transports/transport.h"
+
+namespace hmc {
+namespace {
+
+using testing_util::ExchangeBothWays;
+using testing_util::Pattern;
+
+struct ChannelKind {
+  std::string name;
+  bool inproc = false;
+  int streams = 1;
+  bool local = false;  // TCP: peers connect over Unix domain sockets.
+};
+void PrintTo(const ChannelKind& kind, std::ostream* os) { *os << kind.name; }
+
+// n ranks of one transport, fully connected: channels[rank][peer].
+struct Links {
+  std::shared_ptr<InprocFabric> fabric;
+  std::vector<std::unique_ptr<Transport>> transports;
+  std::vector<std::vector<std::shared_ptr<Channel>>> channels;  // Destroyed first.
+};
+
+Links Open(const ChannelKind& kind, int n) {
+  Links links;
+  if (!kind.inproc) {
+    testing_util::Mesh mesh = testing_util::Connect(n, kind.streams, kind.local);
+    for (auto& t : mesh.transports) links.transports.push_back(std::move(t));
+    links.channels = std::move(mesh.channels);
+    return links;
+  }
+  links.fabric = std::make_shared<InprocFabric>();
+  std::vector<PeerAddress> peers;
+  for (int r = 0; r < n; ++r) {
+    links.transports.push_back(std::make_unique<InprocTransport>(links.fabric, r));
+    peers.push_back(PeerAddress{r, links.transports.back()->address(), ""});
+  }
+  for (int r = 0; r < n; ++r) {
+    auto channels = links.transports[r]->ConnectAll(r, peers, absl::Now() + absl::Seconds(5));
+    EXPECT_TRUE(channels.ok()) << channels.status();
+    links.channels.push_back(*channels);
+  }
+  return links;
+}
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(20); }
+
+class ChannelContract : public testing::TestWithParam<ChannelKind> {};
+
+TEST_P(ChannelContract, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
+  Links links = Open(GetParam(), 2);
+  uint64_t total = 0;
+  for (size_t bytes :
+       {size_t{0}, size_t{1}, size_t{4095}, size_t{4097}, size_t{1000003}, size_t{8} << 20}) {
+    total += bytes;
+    ExchangeBothWays(links, 100 + 2 * bytes, bytes, bytes, /*up_to=*/false);
+  }
+  EXPECT_EQ(links.channels[0][1]->stats().bytes_sent, total);
+  EXPECT_EQ(links.channels[1][0]->stats().bytes_received, total);
+  EXPECT_EQ(links.channels[0][1]->stats().messages_sent, 6u);
+  EXPECT_EQ(links.channels[1][0]->stats().messages_received, 6u);
+}
+
+// A receive of any capacity takes a shorter message, reports its length, and counts that length
+// (not its capacity) as received.
+TEST_P(ChannelContract, ReceiveUpToTakesAnyShorterMessageAndCountsItsLength) {
+  Links links = Open(GetParam(), 2);
+  constexpr size_t kCapacity = size_t{3} << 20;
+  uint64_t total = 0;
+  for (size_t bytes : {size_t{0}, size_t{7}, size_t{70000}, size_t{1000003}, kCapacity}) {
+    total += bytes;
+    ExchangeBothWays(links, 300 + 2 * bytes, bytes, kCapacity, /*up_to=*/true);
+  }
+  EXPECT_EQ(links.channels[1][0]->stats().bytes_received, total);
+  EXPECT_EQ(links.channels[0][1]->stats().bytes_received, total);
+}
+
+TEST_P(ChannelContract, ManyTagsInFlightFromSeveralThreads) {
+  Links links = Open(GetParam(), 3);
+  constexpr int kMessages = 64;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back([&, r] {
+      std::vector<std::vector<uint8_t>> out, in;
+      std::vector<RequestPtr> pending;
+      for (int peer = 0; peer < 3; ++peer) {
+        if (peer == r) continue;
+        for (int m = 0; m < kMessages; ++m) {
+          const size_t bytes = 1 + (m * 7919) % 70000;
+          out.push_back(Pattern(bytes, static_cast<uint8_t>(r * 3 + m)));
+          pending.push_back(links.channels[r][peer]->Send(m, out.back().data(), bytes));
+          in.emplace_back(bytes);
+          pending.push_back(links.channels[r][peer]->Recv(m, in.back().data(), bytes));
+        }
+      }
+      for (auto& p : pending) ASSERT_TRUE(p->Wait(Soon()).ok());
+      size_t i = 0;
+      for (int peer = 0; peer < 3; ++peer) {
+        if (peer == r) continue;
+        for (int m = 0; m < kMessages; ++m, ++i) {
+          EXPECT_EQ(in[i], Pattern(in[i].size(), static_cast<uint8_t>(peer * 3 + m)));
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// A message whose length differs from its receive's (or exceeds a RecvUpTo's capacity) fails the
+// receiver's channel, whichever was posted first: the error names the peer first and both
+// lengths, and the channel's later requests fail too.
+TEST_P(ChannelContract, ASizeMismatchFailsTheChannelNamingThePeerAndBothLengths) {
+  for (const bool up_to : {false, true}) {
+    for (const bool receive_first : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "up_to " << up_to << ", receive first " << receive_first);
+      Links links = Open(GetParam(), 2);
+      Channel& sender = *links.channels[0][1];
+      Channel& receiver = *links.channels[1][0];
+      std::vector<uint8_t> data(100), got(60);
+      auto receive = [&] {
+        return up_to ? receiver.RecvUpTo(7, got.data(), got.size())
+                     : receiver.Recv(7, got.data(), got.size());
+      };
+      RequestPtr recv = receive_first ? receive() : nullptr;
+      RequestPtr send = sender.Send(7, data.data(), data.size());
+      send->Wait(Soon()).IgnoreError();  // The data must outlive the send.
+      if (!receive_first) {
+        absl::SleepFor(absl::Milliseconds(50));  // Arrived unexpected.
+        recv = receive();
+      }
+      const absl::Status s = recv->Wait(Soon());
+      ASSERT_FALSE(s.ok());
+      EXPECT_TRUE(absl::StartsWith(s.message(), receiver.peer_description())) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), "sent 100 bytes")) << s;
+      EXPECT_TRUE(absl::StrContains(s.message(), up_to ? "expects at most 60" : "expects 60")) << s;
+      EXPECT_FALSE(receiver.status().ok());
+      EXPECT_FALSE(receiver.Recv(8, got.data(), 1)->Wait(Soon()).ok());
+    }
+  }
+}
+
+// Close fails the pending and later requests with its reason, and the peer learns the reason.
+TEST_P(ChannelContract, CloseFailsPendingAndLaterRequestsAndTellsThePeerWhy) {
+  Links links = Open(GetParam(), 2);
+  Channel& closing = *links.channels[0][1];
+  Channel& peer = *links.channels[1][0];
+  std::vector<uint8_t> got(10);
+  RequestPtr recv = closing.Recv(1, got.data(), got.size());
+  std::thread closer([&] { closing.Close(absl::CancelledError("closing for a test")); });
+  const absl::Status s = recv->Wait(Soon());
+  closer.join();
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_TRUE(absl::IsCancelled(closing.Send(2, got.data(), 1)->Wait(Soon())));
+  EXPECT_TRUE(absl::IsCancelled(closing.status())) << closing.status();
+  // A receive the peer posted fails with the reason once it arrives (bounded wait).
+  const absl::Status at_peer = peer.Recv(3, got.data(), 1)->Wait(Soon());
+  EXPECT_FALSE(at_peer.ok());
+  EXPECT_TRUE(absl::StrContains(at_peer.message(), "closing for a test")) << at_peer;
+}
+
+// What a communicator does when a membership epoch ends: tags below the floor are abandoned.
+// Pending receives fail with the reason; a message that arrived, or arrives later, is dropped (a
+// receive posted for it fails) and frees its memory; sends complete (the peer drops them); a
+// message above the floor, sent after the dropped ones on the same streams, arrives intact.
+TEST_P(ChannelContract, TagsBelowTheFloorAreAbandoned) {
+  Links links = Open(GetParam(), 2);
+  Channel& to_one = *links.channels[0][1];
+  Channel& from_zero = *links.channels[1][0];
+  constexpr uint64_t kFloor = 1000;
+  const absl::Status why = absl::AbortedError("epoch 1 ended");
+  const absl::Time deadline = Soon();
+  const std::vector<uint8_t> old = Pattern(1 << 20, 1), late = Pattern(1 << 20, 2),
+                             fresh = Pattern(3 << 20, 3);
+  std::vector<uint8_t> got_pending(1 << 20), got_late(1 << 20), got_fresh(3 << 20);
+  RequestPtr send_old = to_one.Send(5, old.data(), old.size());  // Arrives unexpected.
+  RequestPtr pending = from_zero.Recv(6, got_pending.data(), got_pending.size());
+  absl::SleepFor(absl::Milliseconds(100));
+  from_zero.DiscardTagsBelow(kFloor, why);
+  EXPECT_EQ(pending->Wait(deadline), why);
+  EXPECT_FALSE(absl::IsDeadlineExceeded(send_old->Wait(deadline)));  // Sent, or refused.
+  RequestPtr send_late = to_one.Send(7, late.data(), late.size());
+  EXPECT_FALSE(absl::IsDeadlineExceeded(send_late->Wait(deadline)));
+  EXPECT_EQ(from_zero.Recv(5, got_late.data(), got_late.size())->Wait(deadline), why);
+  EXPECT_EQ(from_zero.Recv(7, got_late.data(), got_late.size())->Wait(deadline), why);
+  RequestPtr recv_fresh = from_zero.Recv(kFloor + 1, got_fresh.data(), got_fresh.size());
+  ASSERT_TRUE(to_one.Send(kFloor + 1, fresh.data(), fresh.size())->Wait(deadline).ok());
+  ASSERT_TRUE(recv_fresh->Wait(deadline).ok());
+  EXPECT_EQ(got_fresh, fresh);
+  EXPECT_TRUE(from_zero.status().ok());
+  // The sender's side abandons its own sends below the floor at once.
+  to_one.DiscardTagsBelow(kFloor, why);
+  EXPECT_EQ(to_one.Send(8, old.data(), old.size())->Wait(deadline), why);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTransport, ChannelContract,
+                         testing::Values(ChannelKind{"inproc", true},
+                                         ChannelKind{"tcp_1_stream", false, 1, false},
+                                         ChannelKind{"tcp_4_streams", false, 4, false},
+                                         ChannelKind{"unix_1_stream", false, 1, true},
+                                         ChannelKind{"unix_4_streams", false, 4, true}),
+                         [](const testing::TestParamInfo<ChannelKind>& info) {
+                           return info.param.name;
+                         });
+
+}  // namespace
+}  // namespace hmc
