@@ -25,15 +25,16 @@ struct Group {
   std::vector<std::string> outputs;
 };
 
-// Starts kRanks endless all-reducers and waits until every one has finished a first call.
-Group StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_timeout) {
-  Group g;
+// Starts kRanks endless all-reducers into `g` and waits until every one has finished a first
+// call. Fatal failures (call it under ASSERT_NO_FATAL_FAILURE): a group that did not start leaves
+// nothing to test, and `g`'s processes are killed by their destructors.
+void StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_timeout, Group& g) {
   CoordinatorConfig config;
   config.world_size = kRanks;
   config.token = RandomToken();
   config.heartbeat_timeout = heartbeat_timeout;
   auto coordinator = Coordinator::Start(config);
-  EXPECT_TRUE(coordinator.ok()) << coordinator.status();
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status();
   g.coordinator = std::move(*coordinator);
   Options options;
   options.coordinator = g.coordinator->address().ToString();
@@ -48,7 +49,7 @@ Group StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_tim
     auto p =
         Process::Spawn({HMC_TEST_RANK_PATH, "endless", absl::StrCat("--expect_failed=", kVictim)},
                        options.ToEnvironment(), {.output_path = g.outputs.back()});
-    EXPECT_TRUE(p.ok()) << p.status();
+    ASSERT_TRUE(p.ok()) << p.status();
     g.ranks.push_back(std::move(*p));
   }
   const absl::Time deadline = absl::Now() + absl::Seconds(60);
@@ -56,11 +57,10 @@ Group StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_tim
     while (!absl::StrContains(ReadFile(g.outputs[r]), "running") && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(20));
     }
-    EXPECT_TRUE(absl::StrContains(ReadFile(g.outputs[r]), "running"))
+    ASSERT_TRUE(absl::StrContains(ReadFile(g.outputs[r]), "running"))
         << "rank " << r << " never completed a first all-reduce:\n"
         << ReadFile(g.outputs[r]);
   }
-  return g;
 }
 
 void ExpectSurvivorsNameTheVictim(Group& g) {
@@ -77,14 +77,16 @@ void ExpectSurvivorsNameTheVictim(Group& g) {
 TEST(PeerFailure, KilledRankIsNamedByEverySurvivor) {
   // The collective deadline is long: survivors must learn of the death from the sockets, not
   // from running out of time.
-  Group g = StartGroup(absl::Seconds(30), absl::Seconds(100));
+  Group g;
+  ASSERT_NO_FATAL_FAILURE(StartGroup(absl::Seconds(30), absl::Seconds(100), g));
   g.ranks[kVictim].Signal(SIGKILL);
   ExpectSurvivorsNameTheVictim(g);
 }
 
 TEST(PeerFailure, SilentRankIsDeclaredFailedByHeartbeat) {
   // A stopped process keeps its sockets open; only the coordinator's heartbeat timeout finds it.
-  Group g = StartGroup(absl::Seconds(2), absl::Seconds(100));
+  Group g;
+  ASSERT_NO_FATAL_FAILURE(StartGroup(absl::Seconds(2), absl::Seconds(100), g));
   g.ranks[kVictim].Signal(SIGSTOP);
   ExpectSurvivorsNameTheVictim(g);
   g.ranks[kVictim].Signal(SIGKILL);

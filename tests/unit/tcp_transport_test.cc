@@ -86,32 +86,44 @@ TEST(CrossMemoryAttach, PullsOnlyWhatThePeerProcessRegisteredForTheMessage) {
       PullOffered(PeerProcess{0x7ffffff0, peer->uid}, 7, offer, got.data())));
 }
 
-// Messages that arrive before their receives are buffered only up to max_unexpected_bytes; past
-// that the transport stops reading the stream (TCP pushes back on the sender) and resumes once
-// receives are posted. Everything still arrives intact.
+// Messages that arrive before their receives are buffered only up to max_unexpected_bytes (as the
+// transport's own accounting shows); past that the transport stops reading the stream (TCP pushes
+// back on the sender) and resumes once receives are posted. Everything still arrives intact.
 TEST(TcpTransport, UnexpectedMessagesStayWithinTheirMemoryBound) {
+  constexpr uint64_t kBudget = 64 << 10;
   Mesh mesh = Connect(2, 2, /*local=*/false, "127.0.0.1:0",
-                      [](int, TcpTransportConfig& c) { c.max_unexpected_bytes = 64 << 10; });
+                      [](int, TcpTransportConfig& c) { c.max_unexpected_bytes = kBudget; });
   auto& channels = mesh.channels;
-  constexpr int kMessages = 24;  // 24 MiB in flight against a 64 KiB budget.
+  // Eight 24 KiB messages (two fit the budget), then 24 MiB (no message fits it).
+  std::vector<size_t> sizes(8, 24 << 10);
+  sizes.resize(8 + 24, 1 << 20);
+  const int count = static_cast<int>(sizes.size());
   std::vector<std::vector<uint8_t>> sent, got;
   std::vector<RequestPtr> sends;
-  for (int m = 0; m < kMessages; ++m) {
-    sent.push_back(Pattern(1 << 20, static_cast<uint8_t>(m)));
+  for (int m = 0; m < count; ++m) {
+    sent.push_back(Pattern(sizes[m], static_cast<uint8_t>(m)));
     sends.push_back(channels[0][1]->Send(m, sent.back().data(), sent.back().size()));
   }
-  absl::SleepFor(absl::Milliseconds(200));  // Let the first messages arrive unexpected.
+  // Until an arrival found the budget full (bounded), so that the pause path runs.
+  const TcpTransport& receiver = *mesh.transports[1];
+  for (int i = 0; i < 1000 && receiver.unexpected_memory().waits == 0; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  ASSERT_GT(receiver.unexpected_memory().waits, 0u);
   // Post in reverse: the last message's receive first, so paused streams must resume out of order.
-  std::vector<RequestPtr> receives(kMessages);
-  got.resize(kMessages, std::vector<uint8_t>(1 << 20));
-  for (int m = kMessages - 1; m >= 0; --m) {
+  std::vector<RequestPtr> receives(count);
+  for (int m = 0; m < count; ++m) got.emplace_back(sizes[m]);
+  for (int m = count - 1; m >= 0; --m) {
     receives[m] = channels[1][0]->Recv(m, got[m].data(), got[m].size());
   }
-  for (int m = 0; m < kMessages; ++m) {
+  for (int m = 0; m < count; ++m) {
     ASSERT_TRUE(receives[m]->Wait(absl::Now() + absl::Seconds(30)).ok()) << m;
     ASSERT_TRUE(sends[m]->Wait(absl::Now() + absl::Seconds(30)).ok()) << m;
     EXPECT_EQ(got[m], sent[m]) << m;
   }
+  // Buffered what fit, never more than the budget.
+  EXPECT_GE(receiver.unexpected_memory().peak_bytes, 24u << 10);
+  EXPECT_LE(receiver.unexpected_memory().peak_bytes, kBudget);
 }
 
 TEST(TcpTransport, WorksOverIpv6) {

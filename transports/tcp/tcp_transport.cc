@@ -144,9 +144,12 @@ bool TcpTransport::ReserveUnexpected(uint64_t bytes) {
   // The lengths come off the wire: compared without a sum that could wrap.
   if (bytes > config_.max_unexpected_bytes ||
       unexpected_bytes_ > config_.max_unexpected_bytes - bytes) {
+    unexpected_waits_.fetch_add(1, std::memory_order_relaxed);
     return false;
   }
   unexpected_bytes_ += bytes;
+  if (unexpected_bytes_ > unexpected_peak_.load(std::memory_order_relaxed))
+    unexpected_peak_.store(unexpected_bytes_, std::memory_order_relaxed);
   return true;
 }
 

@@ -1,6 +1,7 @@
 #ifndef HMC_TRANSPORTS_TCP_TCP_TRANSPORT_H_
 #define HMC_TRANSPORTS_TCP_TCP_TRANSPORT_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <optional>
@@ -66,6 +67,17 @@ class TcpTransport final : public Transport, private TcpLoop {
   void Shutdown(absl::Time deadline) override;
   // Inbound connections refused so far: "ADDRESS: reason".
   std::vector<std::string> rejections() const;
+  // The budget for messages that arrive before their receives (max_unexpected_bytes), as the
+  // progress thread kept it: the most it ever held, and how many arrivals found no room (their
+  // stream paused until a receive was posted or room was freed).
+  struct UnexpectedMemory {
+    uint64_t peak_bytes = 0;
+    uint64_t waits = 0;
+  };
+  UnexpectedMemory unexpected_memory() const {
+    return {unexpected_peak_.load(std::memory_order_relaxed),
+            unexpected_waits_.load(std::memory_order_relaxed)};
+  }
 
  private:
   struct Handshake;
@@ -132,6 +144,8 @@ class TcpTransport final : public Transport, private TcpLoop {
   };
   std::map<std::pair<int, int>, EarlyStream> early_;  // (rank, stream) ->
   uint64_t unexpected_bytes_ = 0;
+  std::atomic<uint64_t> unexpected_peak_{0};   // Written by the progress thread only.
+  std::atomic<uint64_t> unexpected_waits_{0};  // Written by the progress thread only.
   RequestPtr shutdown_request_;
   absl::Time shutdown_deadline_;
   bool stopped_ = false;  // The progress thread has ended (destruction).
