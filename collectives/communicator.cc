@@ -143,8 +143,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   });
   // A table that came between the one above and the callback.
   comm->ApplyMembership(comm->coordinator_->table());
-  comm->stream_choice_.streams =
-      static_cast<int>(options.streams > 0 ? options.streams : options.max_streams);
+  comm->stream_choice_.streams = options.connections_per_peer();
   if (joining) {
     {
       MutexLock lock(&comm->mu_);

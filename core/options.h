@@ -71,6 +71,9 @@ struct Options {
   // Reads HMC_* variables over the defaults.
   static absl::StatusOr<Options> FromEnvironment();
 
+  // The connections opened to each peer: `streams`, or `max_streams` when a probe chooses.
+  int connections_per_peer() const { return static_cast<int>(streams > 0 ? streams : max_streams); }
+
   // Sets one option by name (`streams`, not `HMC_STREAMS`).
   absl::Status Set(absl::string_view name, absl::string_view value);
 

@@ -198,6 +198,7 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     const std::function<Metrics()>& evaluate) {
   EpochStats stats;
   const absl::Time start = absl::Now();
+  absl::Duration evaluating;  // Inside the epoch (--eval_every): not training time.
   const bool reporter = (elastic() ? comm_->rank() : rank_) == 0;
   std::optional<ProgressLine> progress;
   if (settings_.progress && reporter) progress.emplace(stdout, settings_.progress_in_place);
@@ -237,7 +238,6 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     }
   } else if (collab_ == nullptr) {
     const int64_t steps = epoch_samples / (local_batch * world_);
-    absl::Duration evaluating;
     for (int64_t step = 0; step < steps; ++step) {
       train(step * world_ + rank_);
       // The run's step count; the epoch's last step is evaluated by the epoch's report.
@@ -251,7 +251,6 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
                        EvaluateModel(evaluate));
       evaluating += absl::Now() - paused;
     }
-    stats.seconds = -absl::ToDoubleSeconds(evaluating);
   } else {
     // The group's step count ends the epoch; every rank sees the same one.
     const int64_t steps = epoch_samples / settings_.target_batch;
@@ -259,7 +258,7 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
       if (train(k * world_ + rank_)) ++taken;
     }
   }
-  stats.seconds += absl::ToDoubleSeconds(absl::Now() - start);  // Less the evaluations.
+  stats.seconds = absl::ToDoubleSeconds(absl::Now() - start - evaluating);
   train_seconds_ += stats.seconds;
   if (progress.has_value()) progress->Clear();  // The epoch's own line comes next.
   return stats;
@@ -284,14 +283,22 @@ void TrainingRun::ReportEvaluation(int64_t step, double samples, double train_se
       "{\"eval_step\": %lld, \"sync\": \"%s\", \"samples\": %.0f, "
       "\"train_seconds\": %.3f",
       static_cast<long long>(step), settings_.sync, samples, train_seconds);
+  AppendMetrics(fields, line, json);
+  Publish(line, json + "}");
+}
+
+void TrainingRun::AppendMetrics(const Metrics& fields, std::string& line, std::string& json) {
   for (const auto& [name, value] : fields) {
     absl::StrAppendFormat(&line, ", %s %.4g", name, value);
     absl::StrAppendFormat(&json, ", \"%s\": %.6g", name, value);
   }
+}
+
+void TrainingRun::Publish(const std::string& line, const std::string& json) const {
   std::printf("%s\n", line.c_str());
   std::fflush(stdout);
   if (!settings_.json_path.empty())
-    std::ofstream(settings_.json_path, std::ios::app) << json << "}\n";
+    std::ofstream(settings_.json_path, std::ios::app) << json << "\n";
 }
 
 ddp::Traffic TrainingRun::traffic() const {
@@ -355,20 +362,14 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
       "\"samples_per_s\": %.1f, \"steps\": %lld, \"train_seconds\": %.3f%s",
       epoch + 1, world_, settings_.sync, group[0], seconds, group[0] / seconds,
       static_cast<long long>(steps), train_seconds_, membership);
-  for (const auto& [name, value] : all_fields) {
-    absl::StrAppendFormat(&line, ", %s %.4g", name, value);
-    absl::StrAppendFormat(&json, ", \"%s\": %.6g", name, value);
-  }
+  AppendMetrics(all_fields, line, json);
   absl::StrAppendFormat(&line, ", sent in zones %.1f MB, across zones %.1f MB, egress $%.4f",
                         group[1] / 1e6, group[2] / 1e6, group[3]);
   absl::StrAppendFormat(&json,
                         ", \"bytes_in_zones\": %.0f, \"bytes_across_zones\": %.0f, "
                         "\"egress_usd\": %.6f}",
                         group[1], group[2], group[3]);
-  std::printf("%s\n", line.c_str());
-  std::fflush(stdout);
-  if (!settings_.json_path.empty())
-    std::ofstream(settings_.json_path, std::ios::app) << json << "\n";
+  Publish(line, json);
 }
 
 void TrainingRun::SaveCheckpoint(int next_epoch) {

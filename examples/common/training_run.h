@@ -120,6 +120,10 @@ class TrainingRun {
   // Rank 0 prints and appends to the JSON lines one evaluation inside an epoch.
   void ReportEvaluation(int64_t step, double samples, double train_seconds, const Metrics& fields);
   void ReportEpoch(int epoch, const EpochStats& stats, const Metrics& fields);
+  // ", name value" to a report's line and ", "name": value" to its JSON, for every field.
+  static void AppendMetrics(const Metrics& fields, std::string& line, std::string& json);
+  // Prints a report's line and appends its JSON to the JSON lines (rank 0's).
+  void Publish(const std::string& line, const std::string& json) const;
   // Rank 0 saves the model, optimizer and next epoch (atomically: a temporary, then rename).
   void SaveCheckpoint(int next_epoch);
   // After backward on a local batch of `samples`: averages and steps (ddp), or folds the batch

@@ -85,15 +85,19 @@ def run_once(where, peers, config, args, workdir):
         return [json.loads(line) for line in f]
 
 
+def first_epoch(records):
+    """A run's first epoch line."""
+    return next(r for r in records if "epoch" in r)
+
+
 def accuracy_curve(records):
-    """(seconds of training, samples, test accuracy) at every evaluation, in order."""
-    return [(r["train_seconds"], r["samples"] if "eval_step" in r else None, r["test_accuracy"])
-            for r in records if "test_accuracy" in r]
+    """(seconds of training, test accuracy) at every evaluation, in order."""
+    return [(r["train_seconds"], r["test_accuracy"]) for r in records if "test_accuracy" in r]
 
 
 def time_to(curve, target):
     """Seconds of training until the first evaluation at or above `target`; None if never."""
-    return next((seconds for seconds, _, accuracy in curve if accuracy >= target), None)
+    return next((seconds for seconds, accuracy in curve if accuracy >= target), None)
 
 
 def print_time_to(where, configs, runs, args):
@@ -106,7 +110,7 @@ def print_time_to(where, configs, runs, args):
         median = f"**{statistics.median(reached):.1f}**" if len(reached) == len(times) else (
             "not reached" if not reached else f"{len(reached)} of {len(times)} runs")
         shown = " / ".join("-" if t is None else f"{t:.1f}" for t in times)
-        best = max(max(a for _, _, a in accuracy_curve(r)) for r in runs[(peers_n, sync)])
+        best = max(max(a for _, a in accuracy_curve(r)) for r in runs[(peers_n, sync)])
         epochs = [r for records in runs[(peers_n, sync)] for r in records if "epoch" in r]
         rate = statistics.median(e["samples_per_s"] for e in epochs)
         across = statistics.median(e["bytes_across_zones"] for e in epochs) / 1e6
@@ -122,7 +126,7 @@ def plot_time_to(where, configs, runs, args):
     for peers_n, sync in configs:
         for i, records in enumerate(runs[(peers_n, sync)]):
             curve = accuracy_curve(records)
-            axes.plot([c[0] for c in curve], [c[2] for c in curve], marker=".",
+            axes.plot([c[0] for c in curve], [c[1] for c in curve], marker=".",
                       color=f"C{configs.index((peers_n, sync))}", alpha=1 if i == 0 else 0.4,
                       label=f"{peers_n} peers, {sync}" if i == 0 else None)
     axes.axhline(args.time_to, color="grey", linestyle="--", linewidth=0.8)
@@ -176,10 +180,9 @@ def main():
                 for peers_n, sync in order:
                     records = run_once(args.where, peers_n, sync, args, workdir)
                     runs[(peers_n, sync)].append(records)
-                    first = next(x for x in records if "epoch" in x)
                     reached = time_to(accuracy_curve(records), args.time_to)
                     print(f"# round {r + 1}: {peers_n} peers {sync}: "
-                          f"{first['samples_per_s']:.0f} samples/s"
+                          f"{first_epoch(records)['samples_per_s']:.0f} samples/s"
                           + (f", {args.time_to} after {reached} s" if args.time_to else ""),
                           file=sys.stderr)
     finally:
@@ -193,9 +196,8 @@ def main():
             plot_time_to(where, configs, runs, args)
         return
     # The first epoch of each run.
-    rates = {c: [next(x for x in records if "epoch" in x)["samples_per_s"] for records in runs[c]]
-             for c in configs}
-    extra = {c: next(x for x in runs[c][-1] if "epoch" in x) for c in configs}
+    rates = {c: [first_epoch(records)["samples_per_s"] for records in runs[c]] for c in configs}
+    extra = {c: first_epoch(runs[c][-1]) for c in configs}
     print(f"| where | peers | sync | samples/s (median of {args.rounds}) | min-max | "
           "vs local, same peers | vs 1 peer | steps | samples/step | test acc. | "
           "MB across zones/epoch |")

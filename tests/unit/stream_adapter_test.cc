@@ -152,6 +152,28 @@ TEST(ArrivalSampler, AChangeOfStreamsStartsANewSample) {
   EXPECT_FALSE(sampler.Add(at(400), at(510), 1000, 8).has_value());
 }
 
+// On a long link a sample spans at least kRoundTripsPerSample round trips: four messages arriving
+// back to back over 160 ms of a 100 ms link are not enough; the fifth brings the time to 200 ms
+// and closes the sample with all five.
+TEST(ArrivalSampler, ASampleSpansAtLeastTwoRoundTripsOfTheLink) {
+  static_assert(ArrivalSampler::kMessagesPerSample == 4 &&
+                ArrivalSampler::kRoundTripsPerSample == 2);
+  ArrivalSampler sampler;
+  const absl::Time t0 = absl::UnixEpoch();
+  auto add = [&](int from, int to) {
+    return sampler.Add(t0 + absl::Milliseconds(from), t0 + absl::Milliseconds(to), 1000000, 4,
+                       absl::Milliseconds(100));
+  };
+  EXPECT_FALSE(add(0, 50).has_value());  // Opens the run.
+  EXPECT_FALSE(add(40, 90).has_value());
+  EXPECT_FALSE(add(80, 130).has_value());
+  EXPECT_FALSE(add(120, 170).has_value());
+  EXPECT_FALSE(add(160, 210).has_value());  // Four counted, 160 ms: shorter than 2 round trips.
+  const std::optional<ArrivalSampler::Sample> sample = add(200, 250);
+  ASSERT_TRUE(sample.has_value());
+  EXPECT_NEAR(sample->bytes_per_second, 5e6 / 0.2, 1);
+}
+
 TEST(StreamAdapter, AsksTheSenderOnlyWhenAClassWantsAnotherCount) {
   StreamAdapter adapter(32);
   const absl::Time t0 = absl::UnixEpoch();

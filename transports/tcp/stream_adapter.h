@@ -27,7 +27,8 @@ int SizeClassOf(uint64_t bytes);
 // and at once when the rate falls below kDrop of the best (the path changed). The first sample of a
 // count above the current one is dropped: the streams it adds start cold (slow start from an
 // initial window), and timed at once they make every climb look useless (on US+EU at 64 MiB the
-// climb fell from 11 streams to 7, where 32 were 1.9x as fast).
+// climb fell from 11 streams to 7 and back, again and again: perf/RESULTS.md, "Adaptive
+// streams").
 class StreamClimber {
  public:
   static constexpr int kTrialSamples = 2;
