@@ -1,6 +1,7 @@
 // The Channel contract of transports/transport.h, run over every transport that is built: the
-// in-process one the algorithm tests use, and TCP with one and four streams over TCP and over Unix
-// domain sockets. A transport added later joins kKinds and must pass the same tests.
+// in-process one the algorithm tests use, TCP with one and four streams over TCP and over Unix
+// domain sockets, and UCX over TCP alone and with cross-memory attach (CMA) for long messages. A
+// transport added later joins the list at the end and must pass the same tests.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -9,14 +10,21 @@
 #include <thread>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "tests/testing/tcp_mesh.h"
 #include "transports/inproc/inproc_transport.h"
 #include "transports/transport.h"
+#ifdef HMC_HAVE_UCX
+#include "transports/ucx/ucx_transport.h"
+#endif
 
 namespace hmc {
 namespace {
+
+absl::Time Soon() { return absl::Now() + absl::Seconds(20); }
 
 using testing_util::ExchangeBothWays;
 using testing_util::Pattern;
@@ -26,6 +34,7 @@ struct ChannelKind {
   bool inproc = false;
   int streams = 1;
   bool local = false;  // TCP: peers connect over Unix domain sockets.
+  UcxResources ucx;    // UCX where ucx.tls names its transports.
 };
 void PrintTo(const ChannelKind& kind, std::ostream* os) { *os << kind.name; }
 
@@ -34,10 +43,48 @@ struct Links {
   std::shared_ptr<InprocFabric> fabric;
   std::vector<std::unique_ptr<Transport>> transports;
   std::vector<std::vector<std::shared_ptr<Channel>>> channels;  // Destroyed first.
+  // Whether every rank connected (a rank that did not has no channels).
+  bool connected() const {
+    return absl::c_none_of(channels, [](const auto& c) { return c.empty(); });
+  }
 };
+
+// Creates the transports, then connects them all at once (each ConnectAll waits for its peers).
+void ConnectAll(Links& links) {
+  std::vector<PeerAddress> peers;
+  for (size_t r = 0; r < links.transports.size(); ++r) {
+    peers.push_back(PeerAddress{static_cast<int>(r), links.transports[r]->address(),
+                                absl::StrFormat("rank %d", r)});
+  }
+  links.channels.resize(peers.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < peers.size(); ++r) {
+    threads.emplace_back([&, r] {
+      auto channels = links.transports[r]->ConnectAll(static_cast<int>(r), peers, Soon());
+      ASSERT_TRUE(channels.ok()) << channels.status();
+      links.channels[r] = *channels;
+    });
+  }
+  for (auto& t : threads) t.join();
+}
 
 Links Open(const ChannelKind& kind, int n) {
   Links links;
+#ifdef HMC_HAVE_UCX
+  if (!kind.ucx.tls.empty()) {
+    for (int r = 0; r < n; ++r) {
+      UcxTransportConfig config;
+      config.token = testing_util::kToken;
+      config.world_id = "t";
+      config.resources = kind.ucx;
+      auto t = UcxTransport::Create(config);
+      EXPECT_TRUE(t.ok()) << t.status();
+      links.transports.push_back(std::move(*t));
+    }
+    ConnectAll(links);
+    return links;
+  }
+#endif
   if (!kind.inproc) {
     testing_util::Mesh mesh = testing_util::Connect(n, kind.streams, kind.local);
     for (auto& t : mesh.transports) links.transports.push_back(std::move(t));
@@ -45,25 +92,18 @@ Links Open(const ChannelKind& kind, int n) {
     return links;
   }
   links.fabric = std::make_shared<InprocFabric>();
-  std::vector<PeerAddress> peers;
   for (int r = 0; r < n; ++r) {
     links.transports.push_back(std::make_unique<InprocTransport>(links.fabric, r));
-    peers.push_back(PeerAddress{r, links.transports.back()->address(), ""});
   }
-  for (int r = 0; r < n; ++r) {
-    auto channels = links.transports[r]->ConnectAll(r, peers, absl::Now() + absl::Seconds(5));
-    EXPECT_TRUE(channels.ok()) << channels.status();
-    links.channels.push_back(*channels);
-  }
+  ConnectAll(links);
   return links;
 }
-
-absl::Time Soon() { return absl::Now() + absl::Seconds(20); }
 
 class ChannelContract : public testing::TestWithParam<ChannelKind> {};
 
 TEST_P(ChannelContract, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
   Links links = Open(GetParam(), 2);
+  ASSERT_TRUE(links.connected());
   uint64_t total = 0;
   for (size_t bytes :
        {size_t{0}, size_t{1}, size_t{4095}, size_t{4097}, size_t{1000003}, size_t{8} << 20}) {
@@ -80,6 +120,7 @@ TEST_P(ChannelContract, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
 // (not its capacity) as received.
 TEST_P(ChannelContract, ReceiveUpToTakesAnyShorterMessageAndCountsItsLength) {
   Links links = Open(GetParam(), 2);
+  ASSERT_TRUE(links.connected());
   constexpr size_t kCapacity = size_t{3} << 20;
   uint64_t total = 0;
   for (size_t bytes : {size_t{0}, size_t{7}, size_t{70000}, size_t{1000003}, kCapacity}) {
@@ -92,6 +133,7 @@ TEST_P(ChannelContract, ReceiveUpToTakesAnyShorterMessageAndCountsItsLength) {
 
 TEST_P(ChannelContract, ManyTagsInFlightFromSeveralThreads) {
   Links links = Open(GetParam(), 3);
+  ASSERT_TRUE(links.connected());
   constexpr int kMessages = 64;
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
@@ -129,6 +171,7 @@ TEST_P(ChannelContract, ASizeMismatchFailsTheChannelNamingThePeerAndBothLengths)
     for (const bool receive_first : {true, false}) {
       SCOPED_TRACE(testing::Message() << "up_to " << up_to << ", receive first " << receive_first);
       Links links = Open(GetParam(), 2);
+      ASSERT_TRUE(links.connected());
       Channel& sender = *links.channels[0][1];
       Channel& receiver = *links.channels[1][0];
       std::vector<uint8_t> data(100), got(60);
@@ -157,6 +200,7 @@ TEST_P(ChannelContract, ASizeMismatchFailsTheChannelNamingThePeerAndBothLengths)
 // Close fails the pending and later requests with its reason, and the peer learns the reason.
 TEST_P(ChannelContract, CloseFailsPendingAndLaterRequestsAndTellsThePeerWhy) {
   Links links = Open(GetParam(), 2);
+  ASSERT_TRUE(links.connected());
   Channel& closing = *links.channels[0][1];
   Channel& peer = *links.channels[1][0];
   std::vector<uint8_t> got(10);
@@ -179,6 +223,7 @@ TEST_P(ChannelContract, CloseFailsPendingAndLaterRequestsAndTellsThePeerWhy) {
 // message above the floor, sent after the dropped ones on the same streams, arrives intact.
 TEST_P(ChannelContract, TagsBelowTheFloorAreAbandoned) {
   Links links = Open(GetParam(), 2);
+  ASSERT_TRUE(links.connected());
   Channel& to_one = *links.channels[0][1];
   Channel& from_zero = *links.channels[1][0];
   constexpr uint64_t kFloor = 1000;
@@ -207,12 +252,22 @@ TEST_P(ChannelContract, TagsBelowTheFloorAreAbandoned) {
   EXPECT_EQ(to_one.Send(8, old.data(), old.size())->Wait(deadline), why);
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryTransport, ChannelContract,
-                         testing::Values(ChannelKind{"inproc", true},
-                                         ChannelKind{"tcp_1_stream", false, 1, false},
-                                         ChannelKind{"tcp_4_streams", false, 4, false},
-                                         ChannelKind{"unix_1_stream", false, 1, true},
-                                         ChannelKind{"unix_4_streams", false, 4, true}),
+std::vector<ChannelKind> EveryKind() {
+  std::vector<ChannelKind> kinds = {
+      {"inproc", true},
+      {"tcp_1_stream", false, 1, false},
+      {"tcp_4_streams", false, 4, false},
+      {"unix_1_stream", false, 1, true},
+      {"unix_4_streams", false, 4, true},
+  };
+#ifdef HMC_HAVE_UCX
+  kinds.push_back({"ucx_tcp", false, 1, false, {"tcp", "lo"}});
+  kinds.push_back({"ucx_local", false, 1, false, {"tcp,cma", ""}});
+#endif
+  return kinds;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryTransport, ChannelContract, testing::ValuesIn(EveryKind()),
                          [](const testing::TestParamInfo<ChannelKind>& info) {
                            return info.param.name;
                          });
