@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   std::vector<PeerAddress> addresses;
   for (const PeerEntry& p : table->peers) {
     if (p.alive || p.rank == rank) {
-      addresses.push_back(PeerAddress{p.rank, p.address, table->Describe(p.rank)});
+      addresses.push_back(PeerAddress{p.rank, p.address, table->Describe(p.rank), p.zone});
     }
   }
   absl::StatusOr<std::vector<std::shared_ptr<Channel>>> channels =

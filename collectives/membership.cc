@@ -55,7 +55,7 @@ void Communicator::ExpectJoiners(const PeerTable& table) {
           p.rank < static_cast<int>(world_channels_.size()) && world_channels_[p.rank] != nullptr;
       // A member this rank never heard joining (a table it missed) is expected the same way.
       if ((p.joining || p.alive) && p.rank != id_ && !known) {
-        joiners.push_back(PeerAddress{p.rank, p.address, table.Describe(p.rank)});
+        joiners.push_back(PeerAddress{p.rank, p.address, table.Describe(p.rank), p.zone});
       }
     }
   }

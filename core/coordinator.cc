@@ -523,7 +523,8 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
   }
   Admit(c, rank, *join);
   Logf("coordinator", "rank %d joined from %s (zone %s, transport %s, protection %s), %d of %d",
-       rank, c.peer, join->zone, join->address, c.io->protection(), joined_, config_.world_size);
+       rank, c.peer, join->zone, ShortAddress(join->address), c.io->protection(), joined_,
+       config_.world_size);
   if (joined_ == config_.world_size) {
     {
       MutexLock lock(&mu_);
@@ -667,7 +668,7 @@ void Coordinator::AdmitWaitingJoin() {
     joining_ = id;
     Admit(c, id, join);
     Logf("coordinator", "rank %d joins the running group from %s (zone %s, transport %s); %d live",
-         id, c.peer, join.zone, join.address, live);
+         id, c.peer, join.zone, ShortAddress(join.address), live);
     PublishTable();  // Same epoch: the members expect its connections, it learns who they are.
   }
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "core/frame_seal.h"
 #include "core/tls_mode.h"
+#include "core/transport_choice.h"
 
 namespace hmc {
 namespace {
@@ -54,6 +55,12 @@ const OptionSpec kOptionTable[] = {
     {"integrity", &Options::integrity,
      "Seal on every frame of a TCP link without TLS: mac (AES-GMAC keyed per connection from the "
      "token: changed, forged or replayed frames fail), crc (CRC-32: corruption only) or off."},
+    {"transport", &Options::transport,
+     "Transport of each link: tcp, ucx (UCX: RDMA, shared memory or TCP, whichever it finds), or "
+     "per link class as intra=ucx,inter=tcp (intra: peers of this rank's zone). auto: UCX inside "
+     "the zone where hmc was built with it and the host has an RDMA device, TCP otherwise; links "
+     "between zones stay TCP unless named. A link uses UCX only where both of its ranks choose "
+     "it; otherwise it falls back to TCP (logged)."},
     {"streams", &Options::streams,
      "TCP connections per peer that large messages are striped over; 0 (auto): open max_streams "
      "and use as many as the link probe at creation shows to help."},
@@ -201,6 +208,9 @@ absl::Status Validate(const Options& o) {
         o.algo));
   }
   if (absl::StatusOr<TlsMode> tls = ParseTlsMode(o.tls); !tls.ok()) return tls.status();
+  if (absl::StatusOr<TransportChoice> t = ParseTransportChoice(o.transport); !t.ok()) {
+    return t.status();
+  }
   if (absl::StatusOr<FrameIntegrity> integrity = ParseFrameIntegrity(o.integrity);
       !integrity.ok()) {
     return integrity.status();

@@ -1,6 +1,9 @@
 #include "core/peer_table.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/wire.h"
 
 namespace hmc {
@@ -92,7 +95,15 @@ std::vector<int> PeerTable::Members() const {
 std::string PeerTable::Describe(int rank) const {
   if (rank < 0 || rank >= static_cast<int>(peers.size())) return absl::StrFormat("rank %d", rank);
   const PeerEntry& p = peers[rank];
-  return absl::StrFormat("rank %d (%s, %s)", p.rank, p.hostname, p.address);
+  return absl::StrFormat("rank %d (%s, %s)", p.rank, p.hostname, ShortAddress(p.address));
+}
+
+std::string ShortAddress(absl::string_view address) {
+  std::vector<std::string> parts;
+  for (absl::string_view part : absl::StrSplit(address, ' ')) {
+    parts.push_back(part.size() > 40 ? absl::StrCat(part.substr(0, 32), "...") : std::string(part));
+  }
+  return absl::StrJoin(parts, " ");
 }
 
 }  // namespace hmc

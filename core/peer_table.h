@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/wire.h"
 
 namespace hmc {
@@ -55,6 +56,10 @@ struct PeerTable {
   // rank (a group's table lists its members densely, each under its stable id).
   std::string Describe(int rank) const;
 };
+
+// A transport address as messages show it: a part longer than 40 characters (a UCX worker's
+// address) is cut to its first 32 and "...".
+std::string ShortAddress(absl::string_view address);
 
 }  // namespace hmc
 

@@ -95,6 +95,7 @@ struct PeerAddress {
   int rank;
   std::string address;
   std::string description;
+  std::string zone;  // Which class of link reaches it (PerLinkTransport); empty: unknown.
 };
 
 // Creates channels to peers from the addresses the coordinator hands out.

@@ -1,8 +1,18 @@
 #include "transports/transport_factory.h"
 
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_format.h"
 #include "core/frame_seal.h"
+#include "core/log.h"
 #include "core/tls.h"
+#include "core/transport_choice.h"
+#include "transports/per_link_transport.h"
 #include "transports/tcp/tcp_transport.h"
+#ifdef HMC_HAVE_UCX
+#include "transports/ucx/ucx_transport.h"
+#endif
 
 namespace hmc {
 namespace {
@@ -40,15 +50,59 @@ absl::StatusOr<TcpTransportConfig> TcpConfigFrom(const Options& options,
   return config;
 }
 
+// Whether this host has an RDMA device (InfiniBand, RoCE, EFA all register here): what UCX
+// reaches and TCP does not.
+bool HasRdmaDevice() {
+  std::error_code ec;
+  std::filesystem::directory_iterator devices("/sys/class/infiniband", ec);
+  return !ec && devices != std::filesystem::directory_iterator();
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> MakeUcx(const Options& options,
+                                                   const TransportSite& site) {
+#ifdef HMC_HAVE_UCX
+  UcxTransportConfig config;
+  config.token = options.token;
+  config.insecure = options.insecure;
+  config.world_id = options.world_id;
+  config.epoch = site.epoch;
+  // UCX_TLS, UCX_NET_DEVICES and UCX's other variables select its resources.
+  absl::StatusOr<std::unique_ptr<UcxTransport>> ucx = UcxTransport::Create(config);
+  if (!ucx.ok()) return ucx.status();
+  return std::unique_ptr<Transport>(std::move(*ucx));
+#else
+  (void)site;
+  return absl::FailedPreconditionError(absl::StrFormat(
+      "transport=%s: this hmc was built without UCX (install libucx-dev and rebuild; "
+      "HMC_WITH_UCX)",
+      options.transport));
+#endif
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const Options& options,
                                                          const TransportSite& site) {
+  absl::StatusOr<TransportChoice> choice = ParseTransportChoice(options.transport);
+  if (!choice.ok()) return choice.status();
+  if (choice->automatic) {
+#ifdef HMC_HAVE_UCX
+    if (HasRdmaDevice()) choice->intra = TransportKind::kUcx;
+#endif
+  }
   absl::StatusOr<TcpTransportConfig> config = TcpConfigFrom(options, site);
   if (!config.ok()) return config.status();
   absl::StatusOr<std::unique_ptr<TcpTransport>> tcp = TcpTransport::Create(*config);
   if (!tcp.ok()) return tcp.status();
-  return std::unique_ptr<Transport>(std::move(*tcp));
+  if (choice->intra == TransportKind::kTcp && choice->inter == TransportKind::kTcp) {
+    return std::unique_ptr<Transport>(std::move(*tcp));
+  }
+  absl::StatusOr<std::unique_ptr<Transport>> ucx = MakeUcx(options, site);
+  if (!ucx.ok()) return ucx.status();
+  Logf("transport", "links inside zone %s: %s; to other zones: %s", options.zone,
+       TransportKindName(choice->intra), TransportKindName(choice->inter));
+  return std::unique_ptr<Transport>(
+      new PerLinkTransport(std::move(*tcp), std::move(*ucx), *choice, options.zone));
 }
 
 }  // namespace hmc

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <string>
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/coordinator.h"
@@ -28,7 +31,8 @@ struct Group {
 // Starts kRanks endless all-reducers into `g` and waits until every one has finished a first
 // call. Fatal failures (call it under ASSERT_NO_FATAL_FAILURE): a group that did not start leaves
 // nothing to test, and `g`'s processes are killed by their destructors.
-void StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_timeout, Group& g) {
+void StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_timeout, Group& g,
+                const std::string& transport = "tcp") {
   CoordinatorConfig config;
   config.world_size = kRanks;
   config.token = RandomToken();
@@ -42,6 +46,7 @@ void StartGroup(absl::Duration heartbeat_timeout, absl::Duration collective_time
   options.world_size = kRanks;
   options.timeout = collective_timeout;
   options.heartbeat_interval = absl::Milliseconds(200);
+  options.transport = transport;
   const std::string dir = testing::TempDir();
   for (int r = 0; r < kRanks; ++r) {
     options.rank = r;
@@ -74,14 +79,27 @@ void ExpectSurvivorsNameTheVictim(Group& g) {
   }
 }
 
-TEST(PeerFailure, KilledRankIsNamedByEverySurvivor) {
-  // The collective deadline is long: survivors must learn of the death from the sockets, not
+// Over every transport that is built: UCX learns of the death from its endpoints' errors.
+class KilledPeer : public testing::TestWithParam<std::string> {};
+
+TEST_P(KilledPeer, KilledRankIsNamedByEverySurvivor) {
+  // The collective deadline is long: survivors must learn of the death from their links, not
   // from running out of time.
   Group g;
-  ASSERT_NO_FATAL_FAILURE(StartGroup(absl::Seconds(30), absl::Seconds(100), g));
+  ASSERT_NO_FATAL_FAILURE(StartGroup(absl::Seconds(30), absl::Seconds(100), g, GetParam()));
   g.ranks[kVictim].Signal(SIGKILL);
   ExpectSurvivorsNameTheVictim(g);
 }
+
+std::vector<std::string> EveryTransport() {
+#ifdef HMC_HAVE_UCX
+  return {"tcp", "ucx"};
+#else
+  return {"tcp"};
+#endif
+}
+
+INSTANTIATE_TEST_SUITE_P(PeerFailure, KilledPeer, testing::ValuesIn(EveryTransport()));
 
 TEST(PeerFailure, SilentRankIsDeclaredFailedByHeartbeat) {
   // A stopped process keeps its sockets open; only the coordinator's heartbeat timeout finds it.
