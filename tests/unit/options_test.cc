@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "core/tls.h"
+#include "core/transport_choice.h"
 
 namespace hmc {
 namespace {
@@ -41,6 +42,29 @@ TEST(Options, RejectsBadValuesWithTheVariableName) {
   EXPECT_FALSE(o.Set("timeout", "10 parsecs").ok());
   EXPECT_FALSE(o.Set("no_such_option", "1").ok());
   EXPECT_EQ(o.streams, 0);  // A refused value leaves the option as it was.
+}
+
+TEST(Options, TransportNamesAKindPerLinkClass) {
+  auto every = ParseTransportChoice("ucx");
+  ASSERT_TRUE(every.ok()) << every.status();
+  EXPECT_EQ(every->intra, TransportKind::kUcx);
+  EXPECT_EQ(every->inter, TransportKind::kUcx);
+  auto split = ParseTransportChoice("intra=ucx,inter=tcp");
+  ASSERT_TRUE(split.ok()) << split.status();
+  EXPECT_EQ(split->intra, TransportKind::kUcx);
+  EXPECT_EQ(split->inter, TransportKind::kTcp);
+  auto one = ParseTransportChoice("inter=ucx");
+  ASSERT_TRUE(one.ok()) << one.status();
+  EXPECT_EQ(one->intra, TransportKind::kTcp);
+  EXPECT_EQ(one->inter, TransportKind::kUcx);
+  EXPECT_TRUE(ParseTransportChoice("auto")->automatic);
+  Options options;
+  for (const char* bad : {"udp", "intra=udp", "zone=ucx", "ofi", "intra"}) {
+    const absl::Status s = options.Set("transport", bad);
+    EXPECT_FALSE(s.ok()) << bad;
+    EXPECT_TRUE(absl::StrContains(s.message(), "transport=")) << s;
+  }
+  EXPECT_TRUE(absl::StrContains(options.Set("transport", "ofi").message(), "libfabric")) << "ofi";
 }
 
 TEST(Options, TlsSettingsReachTheTlsConfig) {
