@@ -2,6 +2,7 @@
 // N copies of hmc-test-rank, each checking every result against a serial reference; over TCP, and
 // over UCX where it is built (every link, or only links inside a zone).
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <ostream>
 #include <string>
@@ -15,6 +16,8 @@ namespace {
 absl::StatusOr<int> RunRanks(int ranks, std::vector<std::string> args,
                              absl::Duration timeout = absl::Minutes(10),
                              const std::string& transport = "tcp") {
+  // UCX stays on loopback, as every test's traffic does.
+  setenv("UCX_NET_DEVICES", "lo", 1);
   LocalGroupSpec spec;
   spec.options.transport = transport;
   spec.argv = {HMC_TEST_RANK_PATH};

@@ -1,7 +1,8 @@
 // The Channel contract of transports/transport.h, run over every transport that is built: the
 // in-process one the algorithm tests use, TCP with one and four streams over TCP and over Unix
-// domain sockets, and UCX over TCP alone and with cross-memory attach (CMA) for long messages. A
-// transport added later joins the list at the end and must pass the same tests.
+// domain sockets, and UCX over TCP on loopback (UCX 1.13 offers no shared memory on endpoints that
+// detect a dead peer, which hmc needs). A transport added later joins the list at the end and must
+// pass the same tests.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -262,7 +263,6 @@ std::vector<ChannelKind> EveryKind() {
   };
 #ifdef HMC_HAVE_UCX
   kinds.push_back({"ucx_tcp", false, 1, false, {"tcp", "lo"}});
-  kinds.push_back({"ucx_local", false, 1, false, {"tcp,cma", ""}});
 #endif
   return kinds;
 }

@@ -11,6 +11,8 @@ namespace hmc {
 namespace {
 
 constexpr size_t kMaxLeaveReasonBytes = 1024;
+// How long a failed link's endpoint stays open after it sent the peer its reason.
+constexpr absl::Duration kLeaveGrace = absl::Milliseconds(200);
 
 ucp_request_param_t HostParams(void* user_data) {
   ucp_request_param_t p{};
@@ -103,7 +105,11 @@ absl::Status UcxChannel::Open(const std::string& worker_address, bool local) {
   params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                       UCP_EP_PARAM_FIELD_ERR_HANDLER;
   params.address = reinterpret_cast<const ucp_address_t*>(worker_address.data());
-  // A peer that dies fails this endpoint (and its operations) instead of leaving them pending.
+  // A peer that dies fails this endpoint (and its operations) instead of leaving them pending,
+  // and only such an endpoint can be closed by force, which is what releases sends to a peer that
+  // stopped receiving. UCX 1.13's shared-memory transports cannot detect a dead peer, so it leaves
+  // them out of such endpoints: peers on one host talk over UCX's TCP (or RDMA) here, and hmc's own
+  // TCP transport, with its local sockets and single-copy pulls, is the faster choice between them.
   params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
   params.err_handler.cb = &UcxChannel::OnEndpointError;
   params.err_handler.arg = this;  // Channels outlive their endpoints (the transport closes them).
@@ -319,6 +325,10 @@ void UcxChannel::Fail(const absl::Status& why, bool tell_peer, bool notify) {
   std::vector<std::function<void()>> sends = std::move(before_ready_);
   for (auto& send : sends) send();  // Each fails with `why`.
   ready_->Complete(why);            // Ignored where the handshake had finished.
+  // Sends to a peer that is gone (or stopped receiving) would stay pending: closing the endpoint
+  // by force completes them, once the notice to the peer had time to leave.
+  worker_->PostAfter(tell_peer ? kLeaveGrace : absl::ZeroDuration(),
+                     [self = shared_from_this()] { self->CloseEndpoint(/*force=*/true); });
   if (notify) on_failure_(peer_rank_, why);
 }
 

@@ -4,10 +4,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 
 namespace hmc {
 
@@ -128,11 +130,31 @@ void UcxWorker::RunAndWait(const std::function<void()>& work) {
   done.WaitForNotificationWithTimeout(absl::InfiniteDuration());
 }
 
+void UcxWorker::PostAfter(absl::Duration delay, std::function<void()> work) {
+  {
+    MutexLock lock(&mu_);
+    timers_.emplace(absl::Now() + delay, std::move(work));
+  }
+  Post([] {});  // Wakes the thread to take the timer into its sleep.
+}
+
+int UcxWorker::SleepMs(int cap) {
+  MutexLock lock(&mu_);
+  if (timers_.empty()) return cap;
+  const int64_t until = absl::ToInt64Milliseconds(timers_.begin()->first - absl::Now()) + 1;
+  return static_cast<int>(std::clamp<int64_t>(until, 0, cap));
+}
+
 bool UcxWorker::RunPosted() {
   std::vector<std::function<void()>> work;
   {
     MutexLock lock(&mu_);
     work.swap(posted_);
+    const absl::Time now = absl::Now();
+    while (!timers_.empty() && timers_.begin()->first <= now) {
+      work.push_back(std::move(timers_.begin()->second));
+      timers_.erase(timers_.begin());
+    }
   }
   for (auto& w : work) w();
   return !work.empty();
@@ -153,7 +175,7 @@ void UcxWorker::Run() {
     if (armed == UCS_ERR_BUSY) continue;  // Events arrived meanwhile: progress them first.
     epoll_event events[2];
     // The timeout bounds a sleep through events UCX does not signal (its own timers).
-    const int n = epoll_wait(epoll_fd_, events, 2, armed == UCS_OK ? 100 : 1);
+    const int n = epoll_wait(epoll_fd_, events, 2, SleepMs(armed == UCS_OK ? 100 : 1));
     for (int i = 0; i < n; ++i) {
       if (events[i].data.fd == wake_fd_) {
         uint64_t count;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -12,6 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "core/mutex.h"
 
 namespace hmc {
@@ -42,6 +44,8 @@ class UcxWorker {
   const std::string& address() const { return address_; }
   // Runs `work` on the progress thread, in posting order.
   void Post(std::function<void()> work);
+  // Runs `work` on the progress thread once `delay` has passed (as soon as it can after).
+  void PostAfter(absl::Duration delay, std::function<void()> work);
   // Runs `work` on the progress thread and returns once it ran.
   void RunAndWait(const std::function<void()>& work);
   bool OnProgressThread() const { return std::this_thread::get_id() == thread_.get_id(); }
@@ -50,8 +54,10 @@ class UcxWorker {
   UcxWorker() = default;
   absl::Status Init(const UcxResources& resources);
   void Run();
-  // Runs what was posted; returns whether there was any.
+  // Runs what was posted and the timers that are due; returns whether there was any.
   bool RunPosted();
+  // How long the thread may sleep: until the next timer, at most `cap`.
+  int SleepMs(int cap);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -61,6 +67,7 @@ class UcxWorker {
   std::atomic<bool> stop_{false};
   Mutex mu_;
   std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
+  std::multimap<absl::Time, std::function<void()>> timers_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 };
 
