@@ -56,7 +56,7 @@ const OptionSpec kOptionTable[] = {
      "Seal on every frame of a TCP link without TLS: mac (AES-GMAC keyed per connection from the "
      "token: changed, forged or replayed frames fail), crc (CRC-32: corruption only) or off."},
     {"transport", &Options::transport,
-     "Transport of each link: tcp, ucx (UCX: RDMA, shared memory or TCP, whichever it finds), or "
+     "Transport of each link: tcp, ucx (UCX: RDMA where the hosts have it, else UCX's TCP), or "
      "per link class as intra=ucx,inter=tcp (intra: peers of this rank's zone). auto: UCX inside "
      "the zone where hmc was built with it and the host has an RDMA device, TCP otherwise; links "
      "between zones stay TCP unless named. A link uses UCX only where both of its ranks choose "

@@ -219,9 +219,10 @@ int RunRank(const Options& options, PerfArgs a) {
     a.gaussian = lossy && collective == "allreduce" && a.dtype == DType::kF32 &&
                  (a.op == ReduceOp::kSum || a.op == ReduceOp::kAvg);
     if (rank == 0) {
-      std::printf("# hmc-perf %s: %d ranks, dtype %s, op %s, algo %s, streams %d\n",
+      std::printf("# hmc-perf %s: %d ranks, dtype %s, op %s, algo %s, transport %s, streams %d\n",
                   collective.c_str(), n, std::string(DTypeName(a.dtype)).c_str(),
-                  std::string(ReduceOpName(a.op)).c_str(), options.algo.c_str(), streams.streams);
+                  std::string(ReduceOpName(a.op)).c_str(), options.algo.c_str(),
+                  options.transport.c_str(), streams.streams);
       perf::PrintTableHeader(stdout);
     }
     for (uint64_t bytes = a.min_bytes; bytes <= a.max_bytes;
