@@ -127,6 +127,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
   options.world_size = spec.ranks;
   options.streams = 2;  // No stream probe: a trial starts in a fraction of a second.
   options.probe = spec.probe;
+  options.transport = spec.transport;
   options.heartbeat_interval = absl::Milliseconds(250);
   options.heartbeat_timeout = spec.heartbeat_timeout;
   options.timeout = absl::Seconds(60);

@@ -42,6 +42,7 @@ struct TrialSpec {
   // same measured links, a joiner's included.
   bool probe = false;
   absl::Duration pause = absl::Milliseconds(20);
+  std::string transport = "tcp";  // Options::transport of every rank.
   FaultKind fault = FaultKind::kKill;
   int victim = -1;  // -1: chosen at random.
   uint32_t seed = 1;

@@ -5,6 +5,9 @@
 // result must be the weighted average of the contributors it names, as computed here
 // (perf/fault/fault_trial.cc). A bounded sample of the trials that hmc-fault runs by the hundred.
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <utility>
 
 #include "tests/fault/expect_clean_trial.h"
 
@@ -72,6 +75,20 @@ TEST(ElasticAverage, AJoiningRankContributesFromTheGroupsRound) {
     EXPECT_EQ(r->retried, 0) << absl::StrJoin(r->problems, "\n");
   }
 }
+
+#ifdef HMC_HAVE_UCX
+// Over UCX: a killed rank's survivors, and a rank that joins (its channels made by ExpectPeers on
+// every member), keep every round alike.
+TEST(ElasticAverage, OverUcxAKilledAndAJoiningRankKeepEveryRoundAlike) {
+  setenv("UCX_NET_DEVICES", "lo", 1);  // UCX stays on loopback, as every test's traffic does.
+  for (const auto& [fault, seed] : {std::pair{FaultKind::kKill, 15u}, {FaultKind::kJoin, 52u}}) {
+    TrialSpec spec = Spec(fault, seed);
+    spec.transport = "ucx";
+    if (fault == FaultKind::kJoin) spec.rounds = 60;
+    ExpectCleanTrial(spec);
+  }
+}
+#endif
 
 // Links probed when the group formed: a joiner's are not probed again but inferred (its own
 // round trips, its stand-in's rates), and every survivor, the joiner too, ends with the same
