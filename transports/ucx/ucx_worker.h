@@ -56,6 +56,8 @@ class UcxWorker {
   void Run();
   // Runs what was posted and the timers that are due; returns whether there was any.
   bool RunPosted();
+  // Polls the worker and the posted work for a short while; returns whether either had any.
+  bool PollBriefly();
   // How long the thread may sleep: until the next timer, at most `cap`.
   int SleepMs(int cap);
 
