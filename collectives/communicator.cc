@@ -16,6 +16,7 @@
 #include "collectives/one_shot_allreduce.h"
 #include "collectives/shares.h"
 #include "core/log.h"
+#include "core/placement.h"
 #include "core/socket.h"
 #include "transports/transport_factory.h"
 
@@ -65,6 +66,36 @@ std::shared_ptr<const Group> Communicator::group() const {
   return group_;
 }
 
+namespace {
+
+// Binds this rank where options.bind and its local rank say (core/placement.h), the progress
+// threads near the interface that reaches the coordinator (`ip`'s); returns what it did, for
+// reports. A machine hwloc cannot read leaves the rank unbound, with the reason logged.
+std::string PlaceThisRank(const Options& options, const std::string& ip) {
+  if (!options.bind) return "unbound (bind=0)";
+  const PlacementRequest request{static_cast<int>(options.local_rank),
+                                 static_cast<int>(options.local_size), InterfaceOf(ip)};
+  absl::StatusOr<Placement> plan = absl::UnknownError("no machine");
+  absl::StatusOr<std::unique_ptr<Machine>> machine = Machine::Load();
+  if (!machine.ok()) {
+    plan = machine.status();
+  } else {
+    plan = PlanPlacement(**machine, request,
+                         request.nic.empty() ? std::nullopt : (*machine)->NicLocality(request.nic));
+  }
+  absl::Status installed = plan.status();
+  if (plan.ok()) installed = InstallPlacement(std::move(*machine), *plan);
+  if (!installed.ok()) {
+    Logf("placement", "threads unbound: %s", installed.message());
+    return absl::StrCat("unbound: ", installed.message());
+  }
+  Logf("placement", "local rank %d of %d: %s", request.local_rank, request.local_size,
+       plan->Describe());
+  return plan->Describe();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options& options) {
   const absl::Time deadline = absl::Now() + options.connect_timeout;
   RaiseDescriptorLimit();
@@ -77,6 +108,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   // the coordinator, any port.
   SocketAddress local = (*client)->local_address();
   local.set_port(0);
+  // Before the transport and the workers start their threads, which bind themselves.
+  std::string placement = PlaceThisRank(options, local.host());
   absl::StatusOr<std::unique_ptr<Transport>> transport =
       MakeTransport(options, {.default_bind = local.ToString(), .epoch = kInitialEpoch});
   if (!transport.ok()) return transport.status();
@@ -123,6 +156,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   std::unique_ptr<Communicator> comm(
       new Communicator(rank, std::move(*channels), *table, options, std::move(probe)));
   comm->joined_running_group_ = joining;
+  comm->placement_ = std::move(placement);
   if (!options.prices.empty()) {
     absl::StatusOr<PriceTable> prices = PriceTable::Load(options.prices);
     if (!prices.ok()) return prices.status();

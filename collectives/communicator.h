@@ -148,6 +148,8 @@ class Communicator {
   std::vector<LinkStats> link_stats() const;
   // The streams per peer in use, and what the probe at creation measured to choose them.
   const StreamChoice& stream_choice() const { return stream_choice_; }
+  // Where this rank's threads run (core/placement.h), as Communicator::Create bound them.
+  const std::string& placement() const { return placement_; }
   // Round trips and rates between every pair of the current epoch's ranks (by dense rank),
   // measured at creation (option `probe`) or by the last ProbeLinks; unmeasured (size 0) without
   // a probe. A new epoch keeps the measurements of the links it kept.
@@ -252,6 +254,7 @@ class Communicator {
   const Options options_;
   bool joined_running_group_ = false;
   StreamChoice stream_choice_;
+  std::string placement_;
   PriceTable prices_ = PriceTable::Default();
   // Key each probe's rows apart in the coordinator: its epoch, and its count within the epoch.
   uint32_t probe_epoch_ = 0;

@@ -1,5 +1,7 @@
 #include "collectives/worker_pool.h"
 
+#include "core/placement.h"
+
 namespace hmc {
 
 WorkerPool::WorkerPool(int threads) {
@@ -20,6 +22,7 @@ void WorkerPool::Submit(std::function<void()> task) {
 }
 
 void WorkerPool::Run() {
+  BindThisThread(ThreadRole::kWorker);
   for (;;) {
     std::function<void()> task;
     {

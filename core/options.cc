@@ -122,6 +122,14 @@ const OptionSpec kOptionTable[] = {
     {"check_args", &Options::check_args,
      "Compare count, dtype, op and root across ranks before data moves."},
     {"workers", &Options::workers, "Threads that run collectives; several may be in flight."},
+    {"bind", &Options::bind,
+     "Bind this rank to its share of the machine (hwloc: with local_size ranks on a machine, each "
+     "gets its part, spread over packages and NUMA nodes) and its transports' progress threads to "
+     "the part of it nearest the NIC that carries its traffic. The choice is logged and shown by "
+     "hmc-perf --probe; 0 leaves every thread unbound."},
+    {"local_rank", &Options::local_rank,
+     "This rank's index among the ranks on its machine (hmcrun sets it)."},
+    {"local_size", &Options::local_size, "How many ranks run on this machine (hmcrun sets it)."},
     {"min_ranks", &Options::min_ranks,
      "After a rank fails, the survivors go on in a new membership epoch while at least this many "
      "ranks live; below it the communicator refuses further calls."},
@@ -197,6 +205,11 @@ absl::Status Validate(const Options& o) {
   if (o.chunk_bytes < 4096) {
     return absl::InvalidArgumentError(
         absl::StrFormat("chunk_bytes=%d: must be at least 4096", o.chunk_bytes));
+  }
+  if (o.local_size < 1 || o.local_rank < 0 || o.local_rank >= o.local_size) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("local_rank=%d, local_size=%d: the local rank must be below the size",
+                        o.local_rank, o.local_size));
   }
   if (o.workers < 1 || o.workers > 64) {
     return absl::InvalidArgumentError(absl::StrFormat("workers=%d: must be 1..64", o.workers));

@@ -244,10 +244,10 @@ absl::StatusOr<std::vector<std::string>> RankEnvironment(const RankPlacement& p,
   }
   options.rank = p.rank;
   options.zone = p.host->zone;
+  options.local_rank = p.local_rank;
+  options.local_size = p.local_size;
   std::vector<std::string> env = options.ToEnvironment();
   env.push_back(absl::StrCat("HMC_HOST=", p.host->name));
-  env.push_back(absl::StrCat("HMC_LOCAL_RANK=", p.local_rank));
-  env.push_back(absl::StrCat("HMC_LOCAL_SIZE=", p.local_size));
   env.push_back(absl::StrCat("HMC_GPUS=", p.host->gpus));
   // Whether a person watches hmcrun's output (the examples then show progress lines).
   env.push_back(absl::StrCat("HMC_TERMINAL=", isatty(STDOUT_FILENO) == 1 ? 1 : 0));

@@ -166,6 +166,8 @@ int RunProbe(Communicator& comm) {
   const LinkMatrix links = comm.links();
   std::printf("# hmc-perf probe: %d ranks; streams per peer %d\n", comm.size(),
               comm.stream_choice().streams);
+  // Every rank logs its own ("hmc[placement]").
+  std::printf("# placement of rank 0: %s\n", comm.placement().c_str());
   std::printf("%s", links.ToTable().c_str());
   const std::vector<double> bandwidth = links.PeerBandwidth();
   const std::vector<double> shares = BalancedShares(bandwidth);

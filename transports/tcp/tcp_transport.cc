@@ -18,6 +18,7 @@
 #include "core/auth.h"
 #include "core/coordinator_protocol.h"
 #include "core/log.h"
+#include "core/placement.h"
 #include "transports/tcp/handshake.h"
 
 namespace hmc {
@@ -189,6 +190,7 @@ void TcpTransport::RunPosted() {
 }
 
 void TcpTransport::Run() {
+  BindThisThread(ThreadRole::kProgress);
   epoll_event events[128];
   for (;;) {
     {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "core/placement.h"
 
 namespace hmc {
 namespace {
@@ -180,6 +181,7 @@ bool UcxWorker::PollBriefly() {
 }
 
 void UcxWorker::Run() {
+  BindThisThread(ThreadRole::kProgress);
   // Bounded by stop_: the destructor sets it and wakes the thread.
   while (true) {
     const bool ran = RunPosted();
