@@ -191,11 +191,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(const Options
   }
   // The probes' calls end by Create's deadline: a link that drops everything fails Create.
   comm->setup_deadline_ = deadline;
-  const std::vector<std::shared_ptr<Channel>>& links = comm->group()->channels;
-  const bool parallel_streams = std::all_of(links.begin(), links.end(), [](const auto& c) {
-    return c == nullptr || c->parallel_streams() != nullptr;
-  });
-  if (options.streams == 0 && comm->size() > 1 && parallel_streams) {
+  if (options.streams == 0 && comm->size() > 1) {
     if (absl::Status s = comm->ProbeStreams(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("choosing streams per peer: ", s.message()));
     }

@@ -154,9 +154,12 @@ absl::Status Communicator::ProbeStreams() {
   const int prev = (self + n - 1) % n;
   Channel& out = *channels[next];
   Channel& in = *channels[prev];
-  // Communicator::Create probes streams only where every channel has them.
-  ParallelStreams& out_streams = *out.parallel_streams();
-  const int max_streams = out_streams.connections();
+  // A link without parallel streams (UCX's) has nothing to choose, as a local one: it carries
+  // only the measurements' end markers, and its receiver reports no choice.
+  ParallelStreams* out_streams = out.parallel_streams();
+  const bool out_fixed = out.local() || out_streams == nullptr;
+  const bool in_fixed = in.local() || in.parallel_streams() == nullptr;
+  const int max_streams = options_.connections_per_peer();
 
   // Every ring link's round trip, timed by its sender while its receiver answers (with two ranks
   // the one link serves both), then shared: every rank must put each link in the same class.
@@ -188,8 +191,8 @@ absl::Status Communicator::ProbeStreams() {
   // rank receives from its predecessor; returns the incoming rate.
   auto measure = [&](bool long_class, absl::Duration window,
                      int streams) -> absl::StatusOr<double> {
-    if (!out.local()) out_streams.SetActiveStreams(streams);
-    const bool marker_only = out.local() || long_link_from(self) != long_class;
+    if (!out_fixed) out_streams->SetActiveStreams(streams);
+    const bool marker_only = out_fixed || long_link_from(self) != long_class;
     absl::Status send_status;
     std::thread sender([&] {
       send_status =
@@ -233,7 +236,7 @@ absl::Status Communicator::ProbeStreams() {
   choice.connections = max_streams;
   choice.link_rtt_ms = rtt_ms[self];
   int64_t link_choice = 0;  // This rank's incoming link's; 0 where it is local.
-  if (!in.local()) {
+  if (!in_fixed) {
     choice.one_stream_mbit = one;
     choice.all_streams_mbit = all;
     choice.link_choice = StreamsToReach(one, all, max_streams);
@@ -253,7 +256,9 @@ absl::Status Communicator::ProbeStreams() {
       wanted > 0 ? StreamsByLinkClass(choices, rtt_ms) : std::pair{choice.streams, choice.streams};
   // Each link gets its class's count once the link probe knows its round trip.
   for (auto& channel : channels) {
-    if (channel != nullptr) channel->parallel_streams()->SetActiveStreams(choice.streams);
+    if (channel != nullptr && channel->parallel_streams() != nullptr) {
+      channel->parallel_streams()->SetActiveStreams(choice.streams);
+    }
   }
   stream_choice_ = choice;
   return absl::OkStatus();
