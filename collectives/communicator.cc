@@ -84,13 +84,18 @@ std::string PlaceThisRank(const Options& options, const std::string& ip) {
                          request.nic.empty() ? std::nullopt : (*machine)->NicLocality(request.nic));
   }
   absl::Status installed = plan.status();
+  const std::string all_cpus = machine.ok() ? (*machine)->AllCpus() : "";
   if (plan.ok()) installed = InstallPlacement(std::move(*machine), *plan);
   if (!installed.ok()) {
     Logf("placement", "threads unbound: %s", installed.message());
     return absl::StrCat("unbound: ", installed.message());
   }
-  Logf("placement", "local rank %d of %d: %s", request.local_rank, request.local_size,
-       plan->Describe());
+  // Logged where it binds anything: a rank alone on its machine, with its NIC's place unknown,
+  // runs where it would unbound.
+  if (plan->cpus != all_cpus || plan->progress_cpus != plan->cpus) {
+    Logf("placement", "local rank %d of %d: %s", request.local_rank, request.local_size,
+         plan->Describe());
+  }
   return plan->Describe();
 }
 

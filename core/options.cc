@@ -56,11 +56,16 @@ const OptionSpec kOptionTable[] = {
      "Seal on every frame of a TCP link without TLS: mac (AES-GMAC keyed per connection from the "
      "token: changed, forged or replayed frames fail), crc (CRC-32: corruption only) or off."},
     {"transport", &Options::transport,
-     "Transport of each link: tcp, ucx (UCX: RDMA where the hosts have it, else UCX's TCP), or "
-     "per link class as intra=ucx,inter=tcp (intra: peers of this rank's zone). auto: UCX inside "
+     "Transport of each link: tcp, ucx (UCX: RDMA where the hosts have it, else UCX's TCP), ofi "
+     "(libfabric, on the provider ofi_provider names; only in a build with -DHMC_WITH_OFI=ON, "
+     "unfinished), or per link class as "
+     "intra=ucx,inter=tcp (intra: peers of this rank's zone). auto: UCX inside "
      "the zone where hmc was built with it and the host has an RDMA device, TCP otherwise; links "
      "between zones stay TCP unless named. A link uses UCX only where both of its ranks choose "
      "it; otherwise it falls back to TCP (logged)."},
+    {"ofi_provider", &Options::ofi_provider,
+     "libfabric provider of transport=ofi: tcp;ofi_rxm (its TCP provider under the RDM layer), "
+     "or the fabric's own, e.g. efa, verbs;ofi_rxm."},
     {"streams", &Options::streams,
      "TCP connections per peer that large messages are striped over; 0 (auto): open max_streams "
      "and use as many as the link probe at creation shows to help."},

@@ -36,7 +36,8 @@ struct Options {
   std::string integrity = "mac";  // Frame seals where TLS is off: mac, crc or off.
 
   // Transport.
-  std::string transport = "auto";        // Per link class: auto, tcp, ucx, intra=ucx,inter=tcp.
+  std::string transport = "auto";  // Per link class: auto, tcp, ucx, ofi, intra=ucx,...
+  std::string ofi_provider = "tcp;ofi_rxm";
   int64_t streams = 0;                   // TCP connections per peer; 0: chosen by a probe.
   int64_t max_streams = 32;              // Connections opened when streams is 0.
   bool adapt_streams = true;             // When streams is 0: per link and size, from transfers.

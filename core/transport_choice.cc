@@ -13,20 +13,25 @@ namespace {
 absl::StatusOr<TransportKind> ParseKind(absl::string_view name, absl::string_view spec) {
   if (name == "tcp") return TransportKind::kTcp;
   if (name == "ucx") return TransportKind::kUcx;
-  if (name == "ofi") {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "transport=%s: the libfabric transport (ofi) is not part of hmc yet", spec));
-  }
-  return absl::InvalidArgumentError(
-      absl::StrFormat("transport=%s: '%s' is not a transport: auto, tcp, ucx, or per link class as "
-                      "intra=ucx,inter=tcp",
-                      spec, name));
+  if (name == "ofi") return TransportKind::kOfi;
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "transport=%s: '%s' is not a transport: auto, tcp, ucx, ofi, or per link class as "
+      "intra=ucx,inter=tcp",
+      spec, name));
 }
 
 }  // namespace
 
 absl::string_view TransportKindName(TransportKind kind) {
-  return kind == TransportKind::kUcx ? "ucx" : "tcp";
+  switch (kind) {
+    case TransportKind::kUcx:
+      return "ucx";
+    case TransportKind::kOfi:
+      return "ofi";
+    case TransportKind::kTcp:
+      break;
+  }
+  return "tcp";
 }
 
 absl::StatusOr<TransportChoice> ParseTransportChoice(absl::string_view spec) {

@@ -10,7 +10,7 @@ namespace hmc {
 
 // Which transport carries each class of link (option `transport`): links to peers of this rank's
 // zone (intra) and to other zones (inter).
-enum class TransportKind { kTcp, kUcx };
+enum class TransportKind { kTcp, kUcx, kOfi };
 
 struct TransportChoice {
   TransportKind intra = TransportKind::kTcp;
@@ -20,8 +20,8 @@ struct TransportChoice {
   bool automatic = false;
 };
 
-// "auto", "tcp", "ucx" (every link), or per class: "intra=ucx,inter=tcp" (a class not named is
-// tcp). "ofi" is named in the error as not built yet.
+// "auto", "tcp", "ucx", "ofi" (every link), or per class: "intra=ucx,inter=tcp" (a class not
+// named is tcp).
 absl::StatusOr<TransportChoice> ParseTransportChoice(absl::string_view spec);
 absl::string_view TransportKindName(TransportKind kind);
 

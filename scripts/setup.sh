@@ -11,7 +11,7 @@ set -eu
 
 PACKAGES="
   build-essential cmake ninja-build pkg-config git ca-certificates
-  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev libucx-dev libssl-dev libfmt-dev zlib1g-dev
+  libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev libucx-dev libfabric-dev libssl-dev libfmt-dev zlib1g-dev
   clang-format clang libclang-rt-14-dev iproute2 procps openssl
   iperf3 iputils-ping
   libtorch-dev libopenblas0-serial dataset-fashion-mnist fortunes

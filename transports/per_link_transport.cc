@@ -12,27 +12,32 @@
 namespace hmc {
 namespace {
 
-constexpr char kUcxPrefix[] = "ucx:";
-constexpr char kUcxLinksPrefix[] = "ucx_links=";
+constexpr TransportKind kOthers[] = {TransportKind::kUcx, TransportKind::kOfi};
 
 // A published address split into its transports' parts.
 struct Parts {
   std::string tcp;
-  std::string ucx;
-  std::string ucx_links;  // intra, inter or all.
+  std::map<TransportKind, std::string> address;
+  std::map<TransportKind, std::string> links;  // intra, inter or all.
 };
 
 Parts Split(const std::string& address) {
   Parts parts;
   std::vector<std::string> tcp;
   for (absl::string_view token : absl::StrSplit(address, ' ', absl::SkipEmpty())) {
-    if (absl::ConsumePrefix(&token, kUcxLinksPrefix)) {
-      parts.ucx_links = std::string(token);
-    } else if (absl::StartsWith(token, kUcxPrefix)) {
-      parts.ucx = std::string(token);
-    } else {
-      tcp.emplace_back(token);
+    bool other = false;
+    for (TransportKind kind : kOthers) {
+      const std::string name(TransportKindName(kind));
+      absl::string_view rest = token;
+      if (absl::ConsumePrefix(&rest, absl::StrCat(name, "_links="))) {
+        parts.links[kind] = std::string(rest);
+        other = true;
+      } else if (absl::StartsWith(token, absl::StrCat(name, ":"))) {
+        parts.address[kind] = std::string(token);
+        other = true;
+      }
     }
+    if (!other) tcp.emplace_back(token);
   }
   parts.tcp = absl::StrJoin(tcp, " ");
   return parts;
@@ -40,63 +45,75 @@ Parts Split(const std::string& address) {
 
 }  // namespace
 
-PerLinkTransport::PerLinkTransport(std::unique_ptr<Transport> tcp, std::unique_ptr<Transport> ucx,
+PerLinkTransport::PerLinkTransport(std::unique_ptr<Transport> tcp,
+                                   std::map<TransportKind, std::unique_ptr<Transport>> others,
                                    TransportChoice choice, std::string zone)
-    : tcp_(std::move(tcp)), ucx_(std::move(ucx)), choice_(choice), zone_(std::move(zone)) {
-  address_ = tcp_->address();
-  const bool intra = choice_.intra == TransportKind::kUcx;
-  const bool inter = choice_.inter == TransportKind::kUcx;
-  if (ucx_ != nullptr && (intra || inter)) {
-    absl::StrAppend(&address_, " ", ucx_->address(), " ", kUcxLinksPrefix,
-                    intra && inter ? "all"
-                    : intra        ? "intra"
-                                   : "inter");
+    : choice_(choice), zone_(std::move(zone)) {
+  address_ = tcp->address();
+  transports_[TransportKind::kTcp] = std::move(tcp);
+  for (auto& [kind, transport] : others) {
+    if (transport == nullptr || kind == TransportKind::kTcp) continue;
+    const bool intra = choice_.intra == kind;
+    const bool inter = choice_.inter == kind;
+    if (intra || inter) {
+      absl::StrAppend(&address_, " ", transport->address(), " ", TransportKindName(kind), "_links=",
+                      intra && inter ? "all"
+                      : intra        ? "intra"
+                                     : "inter");
+    }
+    transports_[kind] = std::move(transport);
   }
 }
 
-bool PerLinkTransport::UcxFor(const std::string& zone) const {
-  return (zone == zone_ ? choice_.intra : choice_.inter) == TransportKind::kUcx;
+TransportKind PerLinkTransport::ChoiceFor(const std::string& zone) const {
+  return zone == zone_ ? choice_.intra : choice_.inter;
 }
+
+Transport& PerLinkTransport::Of(TransportKind kind) { return *transports_.at(kind); }
 
 PerLinkTransport::Route PerLinkTransport::RouteTo(const PeerAddress& peer) const {
   const Parts parts = Split(peer.address);
-  const bool same_zone = peer.zone == zone_;
+  const TransportKind wanted = ChoiceFor(peer.zone);
+  const std::string link_class = peer.zone == zone_ ? "intra" : "inter";
+  auto links = parts.links.find(wanted);
   const bool peer_wants =
-      parts.ucx_links == "all" || parts.ucx_links == (same_zone ? "intra" : "inter");
-  const bool ucx = ucx_ != nullptr && UcxFor(peer.zone) && peer_wants && !parts.ucx.empty();
-  Route route{ucx ? TransportKind::kUcx : TransportKind::kTcp, peer};
-  route.address.address = ucx ? parts.ucx : parts.tcp;
+      links != parts.links.end() && (links->second == "all" || links->second == link_class);
+  const bool other = wanted != TransportKind::kTcp && transports_.contains(wanted) && peer_wants &&
+                     parts.address.contains(wanted);
+  Route route{other ? wanted : TransportKind::kTcp, peer};
+  route.address.address = other ? parts.address.at(wanted) : parts.tcp;
   return route;
 }
 
 absl::StatusOr<std::vector<std::shared_ptr<Channel>>> PerLinkTransport::ConnectAll(
     int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) {
-  std::vector<PeerAddress> by_kind[2];
+  std::map<TransportKind, std::vector<PeerAddress>> by_kind;
   for (const PeerAddress& peer : peers) {
     if (peer.rank == rank) {  // Each transport wants this rank's own entry among its peers.
       const Parts parts = Split(peer.address);
-      by_kind[static_cast<int>(TransportKind::kTcp)].push_back(peer);
-      by_kind[static_cast<int>(TransportKind::kTcp)].back().address = parts.tcp;
-      by_kind[static_cast<int>(TransportKind::kUcx)].push_back(peer);
-      by_kind[static_cast<int>(TransportKind::kUcx)].back().address = parts.ucx;
+      for (const auto& [kind, transport] : transports_) {
+        PeerAddress self = peer;
+        self.address = kind == TransportKind::kTcp    ? parts.tcp
+                       : parts.address.contains(kind) ? parts.address.at(kind)
+                                                      : "";
+        by_kind[kind].push_back(self);
+      }
       continue;
     }
     Route route = RouteTo(peer);
-    if (ucx_ != nullptr && UcxFor(peer.zone) && route.kind == TransportKind::kTcp) {
-      Logf("transport", "rank %d: %s takes TCP: it does not choose UCX for this class of link",
-           rank, peer.description);
+    if (route.kind != ChoiceFor(peer.zone)) {
+      Logf("transport", "rank %d: %s takes TCP: it does not choose %s for this class of link", rank,
+           peer.description, TransportKindName(ChoiceFor(peer.zone)));
     }
-    by_kind[static_cast<int>(route.kind)].push_back(std::move(route.address));
+    by_kind[route.kind].push_back(std::move(route.address));
   }
   std::vector<std::shared_ptr<Channel>> channels;
-  // TCP first, then UCX, on every rank: each waits only for handshakes its peers also run.
-  for (TransportKind kind : {TransportKind::kTcp, TransportKind::kUcx}) {
-    const std::vector<PeerAddress>& subset = by_kind[static_cast<int>(kind)];
+  // In one order on every rank (TCP, UCX, libfabric): each waits only for handshakes its peers
+  // also run.
+  for (auto& [kind, subset] : by_kind) {
     if (subset.size() <= 1) continue;  // No peer but this rank.
-
-    Transport& transport = kind == TransportKind::kUcx ? *ucx_ : *tcp_;
     absl::StatusOr<std::vector<std::shared_ptr<Channel>>> some =
-        transport.ConnectAll(rank, subset, deadline);
+        Of(kind).ConnectAll(rank, subset, deadline);
     if (!some.ok()) return some.status();
     channels.resize(std::max(channels.size(), some->size()));
     for (size_t r = 0; r < some->size(); ++r) {
@@ -112,20 +129,20 @@ std::vector<std::shared_ptr<Channel>> PerLinkTransport::ExpectPeers(
   std::vector<std::shared_ptr<Channel>> channels;
   for (const PeerAddress& peer : peers) {
     Route route = RouteTo(peer);
-    Transport& transport = route.kind == TransportKind::kUcx ? *ucx_ : *tcp_;
-    channels.push_back(transport.ExpectPeers({route.address}).front());
+    channels.push_back(Of(route.kind).ExpectPeers({route.address}).front());
   }
   return channels;
 }
 
 void PerLinkTransport::SetFailureCallback(FailureCallback callback) {
-  if (ucx_ != nullptr) ucx_->SetFailureCallback(callback);
-  tcp_->SetFailureCallback(std::move(callback));
+  for (auto& [kind, transport] : transports_) transport->SetFailureCallback(callback);
 }
 
 void PerLinkTransport::Shutdown(absl::Time deadline) {
-  if (ucx_ != nullptr) ucx_->Shutdown(deadline);
-  tcp_->Shutdown(deadline);
+  // In reverse of the connecting order; every rank alike.
+  for (auto it = transports_.rbegin(); it != transports_.rend(); ++it) {
+    it->second->Shutdown(deadline);
+  }
 }
 
 }  // namespace hmc

@@ -1,6 +1,7 @@
 #ifndef HMC_TRANSPORTS_PER_LINK_TRANSPORT_H_
 #define HMC_TRANSPORTS_PER_LINK_TRANSPORT_H_
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,14 +11,17 @@
 
 namespace hmc {
 
-// Links of two classes on two transports: TCP, and UCX for the classes the choice gives it
-// (core/transport_choice.h). The published address is TCP's followed by " ucx:…" and
-// " ucx_links=intra|inter|all"; a link takes UCX only where both of its ranks publish it for the
-// link's class (the zones of its two ends say which), else TCP, so two ranks always agree.
+// Links of two classes on several transports: TCP, and UCX or libfabric for the classes the
+// choice gives them (core/transport_choice.h). The published address is TCP's followed, for each
+// other transport, by its address ("ucx:…", "ofi:…") and the classes it serves
+// ("ucx_links=intra|inter|all"); a link takes a transport other than TCP only where both of its
+// ranks publish it for the link's class (the zones of its two ends say which), else TCP, so two
+// ranks always agree.
 class PerLinkTransport final : public Transport {
  public:
-  // `ucx` may be null (not built, or chosen for no class).
-  PerLinkTransport(std::unique_ptr<Transport> tcp, std::unique_ptr<Transport> ucx,
+  // `others`: the transports besides TCP, by kind (null entries are ignored).
+  PerLinkTransport(std::unique_ptr<Transport> tcp,
+                   std::map<TransportKind, std::unique_ptr<Transport>> others,
                    TransportChoice choice, std::string zone);
 
   std::string address() const override { return address_; }
@@ -35,10 +39,10 @@ class PerLinkTransport final : public Transport {
   Route RouteTo(const PeerAddress& peer) const;
 
  private:
-  bool UcxFor(const std::string& zone) const;
+  TransportKind ChoiceFor(const std::string& zone) const;
+  Transport& Of(TransportKind kind);
 
-  std::unique_ptr<Transport> tcp_;
-  std::unique_ptr<Transport> ucx_;
+  std::map<TransportKind, std::unique_ptr<Transport>> transports_;  // TCP's too.
   const TransportChoice choice_;
   const std::string zone_;
   std::string address_;

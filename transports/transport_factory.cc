@@ -1,17 +1,22 @@
 #include "transports/transport_factory.h"
 
 #include <filesystem>
+#include <map>
 #include <system_error>
 
 #include "absl/strings/str_format.h"
 #include "core/frame_seal.h"
 #include "core/log.h"
+#include "core/socket.h"
 #include "core/tls.h"
 #include "core/transport_choice.h"
 #include "transports/per_link_transport.h"
 #include "transports/tcp/tcp_transport.h"
 #ifdef HMC_HAVE_UCX
 #include "transports/ucx/ucx_transport.h"
+#endif
+#ifdef HMC_HAVE_OFI
+#include "transports/ofi/ofi_transport.h"
 #endif
 
 namespace hmc {
@@ -58,24 +63,48 @@ bool HasRdmaDevice() {
   return !ec && devices != std::filesystem::directory_iterator();
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeUcx(const Options& options,
-                                                   const TransportSite& site) {
+[[maybe_unused]] absl::Status NotBuilt(const Options& options, absl::string_view what,
+                                       absl::string_view package, absl::string_view flag) {
+  return absl::FailedPreconditionError(
+      absl::StrFormat("transport=%s: this hmc was built without %s (install %s and rebuild; %s)",
+                      options.transport, what, package, flag));
+}
+
+absl::StatusOr<std::unique_ptr<Transport>> MakeOther(TransportKind kind, const Options& options,
+                                                     const TransportSite& site) {
+  if (kind == TransportKind::kUcx) {
 #ifdef HMC_HAVE_UCX
-  UcxTransportConfig config;
+    UcxTransportConfig config;
+    config.token = options.token;
+    config.insecure = options.insecure;
+    config.world_id = options.world_id;
+    config.epoch = site.epoch;
+    // UCX_TLS, UCX_NET_DEVICES and UCX's other variables select its resources.
+    absl::StatusOr<std::unique_ptr<UcxTransport>> ucx = UcxTransport::Create(config);
+    if (!ucx.ok()) return ucx.status();
+    return std::unique_ptr<Transport>(std::move(*ucx));
+#else
+    return NotBuilt(options, "UCX", "libucx-dev", "HMC_WITH_UCX");
+#endif
+  }
+#ifdef HMC_HAVE_OFI
+  OfiTransportConfig config;
   config.token = options.token;
   config.insecure = options.insecure;
   config.world_id = options.world_id;
   config.epoch = site.epoch;
-  // UCX_TLS, UCX_NET_DEVICES and UCX's other variables select its resources.
-  absl::StatusOr<std::unique_ptr<UcxTransport>> ucx = UcxTransport::Create(config);
-  if (!ucx.ok()) return ucx.status();
-  return std::unique_ptr<Transport>(std::move(*ucx));
+  config.resources.provider = options.ofi_provider;
+  // On the interface that reaches the coordinator, as TCP's links.
+  absl::StatusOr<SocketAddress> bind =
+      SocketAddress::Parse(options.bind_addr.empty() ? site.default_bind : options.bind_addr);
+  if (bind.ok()) config.resources.source = bind->host();
+  absl::StatusOr<std::unique_ptr<OfiTransport>> ofi = OfiTransport::Create(config);
+  if (!ofi.ok()) return ofi.status();
+  Logf("transport", "libfabric: %s", (*ofi)->Describe());
+  return std::unique_ptr<Transport>(std::move(*ofi));
 #else
   (void)site;
-  return absl::FailedPreconditionError(absl::StrFormat(
-      "transport=%s: this hmc was built without UCX (install libucx-dev and rebuild; "
-      "HMC_WITH_UCX)",
-      options.transport));
+  return NotBuilt(options, "libfabric", "libfabric-dev", "HMC_WITH_OFI");
 #endif
 }
 
@@ -97,12 +126,17 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const Options& options,
   if (choice->intra == TransportKind::kTcp && choice->inter == TransportKind::kTcp) {
     return std::unique_ptr<Transport>(std::move(*tcp));
   }
-  absl::StatusOr<std::unique_ptr<Transport>> ucx = MakeUcx(options, site);
-  if (!ucx.ok()) return ucx.status();
+  std::map<TransportKind, std::unique_ptr<Transport>> others;
+  for (TransportKind kind : {choice->intra, choice->inter}) {
+    if (kind == TransportKind::kTcp || others.contains(kind)) continue;
+    absl::StatusOr<std::unique_ptr<Transport>> other = MakeOther(kind, options, site);
+    if (!other.ok()) return other.status();
+    others[kind] = std::move(*other);
+  }
   Logf("transport", "links inside zone %s: %s; to other zones: %s", options.zone,
        TransportKindName(choice->intra), TransportKindName(choice->inter));
   return std::unique_ptr<Transport>(
-      new PerLinkTransport(std::move(*tcp), std::move(*ucx), *choice, options.zone));
+      new PerLinkTransport(std::move(*tcp), std::move(others), *choice, options.zone));
 }
 
 }  // namespace hmc

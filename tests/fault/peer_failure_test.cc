@@ -94,11 +94,14 @@ TEST_P(KilledPeer, KilledRankIsNamedByEverySurvivor) {
 }
 
 std::vector<std::string> EveryTransport() {
+  std::vector<std::string> transports = {"tcp"};
 #ifdef HMC_HAVE_UCX
-  return {"tcp", "ucx"};
-#else
-  return {"tcp"};
+  transports.push_back("ucx");
 #endif
+#ifdef HMC_HAVE_OFI
+  transports.push_back("ofi");
+#endif
+  return transports;
 }
 
 INSTANTIATE_TEST_SUITE_P(PeerFailure, KilledPeer, testing::ValuesIn(EveryTransport()));

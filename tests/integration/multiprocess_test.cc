@@ -68,6 +68,11 @@ std::vector<MatrixCase> MatrixCases() {
   cases.push_back({3, "ucx"});
   cases.push_back({4, "intra=ucx,inter=tcp"});
 #endif
+#ifdef HMC_HAVE_OFI
+  cases.push_back({2, "ofi"});
+  cases.push_back({3, "ofi"});
+  cases.push_back({4, "intra=ofi,inter=ucx"});
+#endif
   return cases;
 }
 

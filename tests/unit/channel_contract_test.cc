@@ -1,7 +1,8 @@
 // The Channel contract of transports/transport.h, run over every transport that is built: the
 // in-process one the algorithm tests use, TCP with one and four streams over TCP and over Unix
-// domain sockets, and UCX over TCP on loopback (UCX 1.13 offers no shared memory on endpoints that
-// detect a dead peer, which hmc needs). A transport added later joins the list at the end and must
+// domain sockets, UCX over TCP on loopback (UCX 1.13 offers no shared memory on endpoints that
+// detect a dead peer, which hmc needs), and libfabric on tcp;ofi_rxm. A transport added later joins
+// the list at the end and must
 // pass the same tests.
 #include <gtest/gtest.h>
 
@@ -21,6 +22,9 @@
 #ifdef HMC_HAVE_UCX
 #include "transports/ucx/ucx_transport.h"
 #endif
+#ifdef HMC_HAVE_OFI
+#include "transports/ofi/ofi_transport.h"
+#endif
 
 namespace hmc {
 namespace {
@@ -36,6 +40,7 @@ struct ChannelKind {
   int streams = 1;
   bool local = false;  // TCP: peers connect over Unix domain sockets.
   UcxResources ucx;    // UCX where ucx.tls names its transports.
+  bool ofi = false;    // libfabric, tcp;ofi_rxm on loopback.
 };
 void PrintTo(const ChannelKind& kind, std::ostream* os) { *os << kind.name; }
 
@@ -79,6 +84,21 @@ Links Open(const ChannelKind& kind, int n) {
       config.world_id = "t";
       config.resources = kind.ucx;
       auto t = UcxTransport::Create(config);
+      EXPECT_TRUE(t.ok()) << t.status();
+      links.transports.push_back(std::move(*t));
+    }
+    ConnectAll(links);
+    return links;
+  }
+#endif
+#ifdef HMC_HAVE_OFI
+  if (kind.ofi) {
+    for (int r = 0; r < n; ++r) {
+      OfiTransportConfig config;
+      config.token = testing_util::kToken;
+      config.world_id = "t";
+      config.resources = {"tcp;ofi_rxm", "127.0.0.1"};
+      auto t = OfiTransport::Create(config);
       EXPECT_TRUE(t.ok()) << t.status();
       links.transports.push_back(std::move(*t));
     }
@@ -263,6 +283,9 @@ std::vector<ChannelKind> EveryKind() {
   };
 #ifdef HMC_HAVE_UCX
   kinds.push_back({"ucx_tcp", false, 1, false, {"tcp", "lo"}});
+#endif
+#ifdef HMC_HAVE_OFI
+  kinds.push_back({"ofi_tcp_rxm", false, 1, false, {}, true});
 #endif
   return kinds;
 }

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -34,8 +35,10 @@ constexpr char kTcp[] = "10.0.0.2:4000 local:hmc-x";
 constexpr char kUcx[] = "ucx:0011:abcdef";
 
 PerLinkTransport Make(const std::string& spec, const std::string& zone = "a") {
-  return PerLinkTransport(std::make_unique<AddressOnly>("10.0.0.1:4000"),
-                          std::make_unique<AddressOnly>("ucx:0022:123456"),
+  std::map<TransportKind, std::unique_ptr<Transport>> others;
+  others[TransportKind::kUcx] = std::make_unique<AddressOnly>("ucx:0022:123456");
+  others[TransportKind::kOfi] = std::make_unique<AddressOnly>("ofi:0022:abab");
+  return PerLinkTransport(std::make_unique<AddressOnly>("10.0.0.1:4000"), std::move(others),
                           *ParseTransportChoice(spec), zone);
 }
 
@@ -50,6 +53,8 @@ TEST(PerLinkTransport, PublishesUcxForTheClassesItChooses) {
   EXPECT_EQ(Make("intra=ucx").address(), "10.0.0.1:4000 ucx:0022:123456 ucx_links=intra");
   EXPECT_EQ(Make("inter=ucx").address(), "10.0.0.1:4000 ucx:0022:123456 ucx_links=inter");
   EXPECT_EQ(Make("tcp").address(), "10.0.0.1:4000");
+  EXPECT_EQ(Make("intra=ofi,inter=ucx").address(),
+            "10.0.0.1:4000 ucx:0022:123456 ucx_links=inter ofi:0022:abab ofi_links=intra");
 }
 
 TEST(PerLinkTransport, ALinkTakesUcxOnlyWhereBothEndsChooseItForItsClass) {
@@ -67,6 +72,7 @@ TEST(PerLinkTransport, ALinkTakesUcxOnlyWhereBothEndsChooseItForItsClass) {
            {"intra=ucx", "a", "inter", TransportKind::kTcp},
            {"inter=ucx", "b", "inter", TransportKind::kUcx},
            {"tcp", "a", "all", TransportKind::kTcp},
+           {"ofi", "a", "all", TransportKind::kTcp},  // The peer publishes UCX, not libfabric.
        }) {
     SCOPED_TRACE(c.mine + " to zone " + c.peer_zone + " publishing " + c.peer_links);
     const PerLinkTransport::Route route = Make(c.mine).RouteTo(Peer(c.peer_zone, c.peer_links));

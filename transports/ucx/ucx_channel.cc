@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/strings/str_format.h"
-#include "core/wire.h"
 
 namespace hmc {
 namespace {
@@ -120,7 +119,7 @@ absl::Status UcxChannel::Open(const std::string& worker_address, bool local) {
   return absl::OkStatus();
 }
 
-void UcxChannel::SendControl(UcxControl type, const std::vector<uint8_t>& payload) {
+void UcxChannel::SendControl(ControlMessage type, const std::vector<uint8_t>& payload) {
   if (ep_ == nullptr) return;
   auto* op =
       new InFlight{shared_from_this(), nullptr, /*send=*/true, /*data=*/false, payload.size()};
@@ -309,9 +308,7 @@ void UcxChannel::Fail(const absl::Status& why, bool tell_peer, bool notify) {
   if (failed_) return;
   if (tell_peer) {
     const std::string reason(why.message().substr(0, kMaxLeaveReasonBytes));
-    WireWriter w;
-    w.PutString(reason);
-    SendControl(UcxControl::kLeave, w.bytes());
+    SendControl(ControlMessage::kLeave, StringsPayload({reason}));
   }
   failed_ = true;
   {

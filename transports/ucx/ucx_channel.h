@@ -14,6 +14,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "core/mutex.h"
+#include "transports/peer_handshake.h"
 #include "transports/transport.h"
 #include "transports/ucx/ucx_wire.h"
 #include "transports/ucx/ucx_worker.h"
@@ -51,7 +52,7 @@ class UcxChannel final : public Channel, public std::enable_shared_from_this<Ucx
   // The rest runs on the progress thread.
   // Creates the endpoint to the peer's worker address; `local`: the peer shares this host.
   absl::Status Open(const std::string& worker_address, bool local);
-  void SendControl(UcxControl type, const std::vector<uint8_t>& payload);
+  void SendControl(ControlMessage type, const std::vector<uint8_t>& payload);
   // An arrived data message (`data` a rendezvous descriptor where `rendezvous`); returns what the
   // active-message callback returns: UCS_INPROGRESS where the data is kept.
   ucs_status_t OnData(uint64_t tag, void* data, size_t length, bool rendezvous);

@@ -2,15 +2,12 @@
 #define HMC_TRANSPORTS_UCX_UCX_TRANSPORT_H_
 
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "core/mutex.h"
+#include "transports/proven_links.h"
 #include "transports/transport.h"
 #include "transports/ucx/ucx_channel.h"
 #include "transports/ucx/ucx_worker.h"
@@ -37,9 +34,7 @@ struct UcxTransportConfig {
 //
 // The address published through the coordinator is the worker's address ("ucx:HOST:HEX", HOST
 // naming this host and network namespace). Each pair then proves the token both ways over its
-// endpoints before data flows: each side sends a challenge (a fresh nonce); each answers the
-// other's with a hello {world, rank, to_rank, epoch, HMAC over them and the nonce}; a hello that
-// checks out is accepted, any other refused with the reason, which the peer reports. UCX carries
+// endpoints before data flows (transports/peer_handshake.h). UCX carries
 // no seal or encryption: it is meant for links inside a zone (transport option), as TCP with TLS
 // is for links between zones.
 class UcxTransport final : public Transport {
@@ -49,21 +44,22 @@ class UcxTransport final : public Transport {
 
   std::string address() const override { return address_; }
   absl::StatusOr<std::vector<std::shared_ptr<Channel>>> ConnectAll(
-      int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) override;
-  std::vector<std::shared_ptr<Channel>> ExpectPeers(const std::vector<PeerAddress>& peers) override;
-  void SetFailureCallback(FailureCallback callback) override;
+      int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) override {
+    return links_->ConnectAll(rank, peers, deadline);
+  }
+  std::vector<std::shared_ptr<Channel>> ExpectPeers(
+      const std::vector<PeerAddress>& peers) override {
+    return links_->ExpectPeers(peers);
+  }
+  void SetFailureCallback(FailureCallback callback) override {
+    links_->SetFailureCallback(std::move(callback));
+  }
   // Says goodbye on every channel, waits (until the deadline) for the peers' goodbyes, then
   // closes the endpoints, flushing what is in flight.
   void Shutdown(absl::Time deadline) override;
 
  private:
   explicit UcxTransport(const UcxTransportConfig& config) : config_(config) {}
-  // The rest runs on the progress thread.
-  std::shared_ptr<UcxChannel> AddChannel(const PeerAddress& peer);
-  void OnControl(int from, UcxControl type, std::span<const uint8_t> payload);
-  void AnswerChallenge(UcxChannel& channel, std::span<const uint8_t> payload);
-  void CheckHello(UcxChannel& channel, std::span<const uint8_t> payload);
-  void OnChannelFailed(int rank, const absl::Status& why);
   static ucs_status_t ControlArrived(void* arg, const void* header, size_t header_length,
                                      void* data, size_t length, const ucp_am_recv_param_t* param);
   static ucs_status_t DataArrived(void* arg, const void* header, size_t header_length, void* data,
@@ -71,18 +67,10 @@ class UcxTransport final : public Transport {
 
   const UcxTransportConfig config_;
   std::unique_ptr<UcxWorker> worker_;
+  std::unique_ptr<ProvenLinks<UcxChannel>> links_;  // Destroyed before the worker.
   std::string host_;  // This host and network namespace, as addresses name it.
   std::string address_;
-  int rank_ = -1;
   bool shut_down_ = false;
-
-  // Progress thread only.
-  std::map<int, std::shared_ptr<UcxChannel>> channels_;
-  // Challenges from ranks not expected yet (a joining rank may be quicker than ExpectPeers).
-  std::map<int, std::vector<uint8_t>> early_challenges_;
-
-  Mutex mu_;
-  FailureCallback failure_callback_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hmc

@@ -9,18 +9,8 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
-#include "absl/time/clock.h"
-#include "core/placement.h"
 
 namespace hmc {
-namespace {
-
-// After its last event the progress thread polls this long before it sleeps: the steps of a
-// rendezvous follow each other within microseconds, and a sleep and wake-up between each (epoll,
-// eventfd, a context switch) made a quarter of the cycles of a 1 MiB exchange (perf/RESULTS.md).
-constexpr absl::Duration kPollBeforeSleep = absl::Microseconds(50);
-
-}  // namespace
 
 absl::Status UcxError(ucs_status_t status, const std::string& what) {
   const std::string message = absl::StrFormat("%s: %s", what, ucs_status_string(status));
@@ -42,7 +32,15 @@ absl::Status UcxError(ucs_status_t status, const std::string& what) {
 absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::Create(const UcxResources& resources) {
   std::unique_ptr<UcxWorker> worker(new UcxWorker());
   if (absl::Status s = worker->Init(resources); !s.ok()) return s;
-  worker->thread_ = std::thread([w = worker.get()] { w->Run(); });
+  UcxWorker* w = worker.get();
+  w->thread_.Start({.progress = [w] { return ucp_worker_progress(w->worker_) != 0; },
+                    .sleep = [w](int max_ms) { w->Sleep(max_ms); },
+                    .wake =
+                        [w] {
+                          const uint64_t one = 1;
+                          // A failed write only delays the wake-up: the sleep is bounded.
+                          (void)!write(w->wake_fd_, &one, sizeof(one));
+                        }});
   return worker;
 }
 
@@ -104,105 +102,22 @@ absl::Status UcxWorker::Init(const UcxResources& resources) {
 }
 
 UcxWorker::~UcxWorker() {
-  if (thread_.joinable()) {
-    stop_.store(true);
-    Post([] {});
-    thread_.join();
-  }
+  thread_.Stop();
   if (worker_ != nullptr) ucp_worker_destroy(worker_);
   if (context_ != nullptr) ucp_cleanup(context_);
   if (epoll_fd_ >= 0) close(epoll_fd_);
   if (wake_fd_ >= 0) close(wake_fd_);
 }
 
-void UcxWorker::Post(std::function<void()> work) {
-  {
-    MutexLock lock(&mu_);
-    posted_.push_back(std::move(work));
-  }
-  const uint64_t one = 1;
-  // The eventfd's counter cannot overflow here; a failed write would only delay the wake-up.
-  (void)!write(wake_fd_, &one, sizeof(one));
-}
-
-void UcxWorker::RunAndWait(const std::function<void()>& work) {
-  if (OnProgressThread()) {
-    work();
-    return;
-  }
-  Notification done;
-  Post([&] {
-    work();
-    done.Notify();
-  });
-  // The progress thread runs what is posted until it stops, which only the destructor asks.
-  done.WaitForNotificationWithTimeout(absl::InfiniteDuration());
-}
-
-void UcxWorker::PostAfter(absl::Duration delay, std::function<void()> work) {
-  {
-    MutexLock lock(&mu_);
-    timers_.emplace(absl::Now() + delay, std::move(work));
-  }
-  Post([] {});  // Wakes the thread to take the timer into its sleep.
-}
-
-int UcxWorker::SleepMs(int cap) {
-  MutexLock lock(&mu_);
-  if (timers_.empty()) return cap;
-  const int64_t until = absl::ToInt64Milliseconds(timers_.begin()->first - absl::Now()) + 1;
-  return static_cast<int>(std::clamp<int64_t>(until, 0, cap));
-}
-
-bool UcxWorker::RunPosted() {
-  std::vector<std::function<void()>> work;
-  {
-    MutexLock lock(&mu_);
-    work.swap(posted_);
-    const absl::Time now = absl::Now();
-    while (!timers_.empty() && timers_.begin()->first <= now) {
-      work.push_back(std::move(timers_.begin()->second));
-      timers_.erase(timers_.begin());
-    }
-  }
-  for (auto& w : work) w();
-  return !work.empty();
-}
-
-bool UcxWorker::PollBriefly() {
-  const absl::Time until = absl::Now() + kPollBeforeSleep;
-  // Bounded by the clock: at most kPollBeforeSleep of polling before the thread sleeps.
-  while (absl::Now() < until) {
-    if (ucp_worker_progress(worker_) != 0) return true;
-    MutexLock lock(&mu_);
-    if (!posted_.empty()) return true;
-  }
-  return false;
-}
-
-void UcxWorker::Run() {
-  BindThisThread(ThreadRole::kProgress);
-  // Bounded by stop_: the destructor sets it and wakes the thread.
-  while (true) {
-    const bool ran = RunPosted();
-    while (ucp_worker_progress(worker_) != 0) {
-    }
-    if (stop_.load()) {
-      if (!RunPosted()) return;
-      continue;
-    }
-    if (ran) continue;  // Work posted may have started operations that need progress.
-    if (PollBriefly()) continue;
-    const ucs_status_t armed = ucp_worker_arm(worker_);
-    if (armed == UCS_ERR_BUSY) continue;  // Events arrived meanwhile: progress them first.
-    epoll_event events[2];
-    // The timeout bounds a sleep through events UCX does not signal (its own timers).
-    const int n = epoll_wait(epoll_fd_, events, 2, SleepMs(armed == UCS_OK ? 100 : 1));
-    for (int i = 0; i < n; ++i) {
-      if (events[i].data.fd == wake_fd_) {
-        uint64_t count;
-        (void)!read(wake_fd_, &count, sizeof(count));
-      }
+void UcxWorker::Sleep(int max_ms) {
+  const ucs_status_t armed = ucp_worker_arm(worker_);
+  if (armed == UCS_ERR_BUSY) return;  // Events arrived meanwhile: progress them first.
+  epoll_event events[2];
+  const int n = epoll_wait(epoll_fd_, events, 2, armed == UCS_OK ? max_ms : std::min(max_ms, 1));
+  for (int i = 0; i < n; ++i) {
+    if (events[i].data.fd == wake_fd_) {
+      uint64_t count;
+      (void)!read(wake_fd_, &count, sizeof(count));
     }
   }
 }

@@ -3,18 +3,14 @@
 
 #include <ucp/api/ucp.h>
 
-#include <atomic>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/mutex.h"
+#include "transports/progress_thread.h"
 
 namespace hmc {
 
@@ -26,10 +22,9 @@ struct UcxResources {
   std::string net_devices;
 };
 
-// One UCP context and worker with the thread that alone calls into them. UCP runs in its
-// single-thread mode: other threads hand work to the progress thread (Post), which runs it
-// between progress calls. The thread sleeps in epoll on the worker's event descriptor (armed with
-// ucp_worker_arm) and on an eventfd that Post writes: no busy polling.
+// One UCP context and worker with the thread that alone calls into them (ProgressThread): UCP
+// runs in its single-thread mode. The thread sleeps in epoll on the worker's event descriptor
+// (armed with ucp_worker_arm) and on an eventfd that Post writes.
 class UcxWorker {
  public:
   static absl::StatusOr<std::unique_ptr<UcxWorker>> Create(const UcxResources& resources);
@@ -42,35 +37,24 @@ class UcxWorker {
   ucp_worker_h worker() const { return worker_; }
   // The worker's address (opaque bytes) that peers create endpoints to.
   const std::string& address() const { return address_; }
-  // Runs `work` on the progress thread, in posting order.
-  void Post(std::function<void()> work);
-  // Runs `work` on the progress thread once `delay` has passed (as soon as it can after).
-  void PostAfter(absl::Duration delay, std::function<void()> work);
-  // Runs `work` on the progress thread and returns once it ran.
-  void RunAndWait(const std::function<void()>& work);
-  bool OnProgressThread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  void Post(std::function<void()> work) { thread_.Post(std::move(work)); }
+  void PostAfter(absl::Duration delay, std::function<void()> work) {
+    thread_.PostAfter(delay, std::move(work));
+  }
+  void RunAndWait(const std::function<void()>& work) { thread_.RunAndWait(work); }
+  ProgressThread& thread() { return thread_; }
 
  private:
   UcxWorker() = default;
   absl::Status Init(const UcxResources& resources);
-  void Run();
-  // Runs what was posted and the timers that are due; returns whether there was any.
-  bool RunPosted();
-  // Polls the worker and the posted work for a short while; returns whether either had any.
-  bool PollBriefly();
-  // How long the thread may sleep: until the next timer, at most `cap`.
-  int SleepMs(int cap);
+  void Sleep(int max_ms);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::string address_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
-  std::atomic<bool> stop_{false};
-  Mutex mu_;
-  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
-  std::multimap<absl::Time, std::function<void()>> timers_ ABSL_GUARDED_BY(mu_);
-  std::thread thread_;
+  ProgressThread thread_;
 };
 
 // A UCX status as an absl::Status of the same meaning, prefixed with `what`.

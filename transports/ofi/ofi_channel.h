@@ -1,0 +1,119 @@
+#ifndef HMC_TRANSPORTS_OFI_OFI_CHANNEL_H_
+#define HMC_TRANSPORTS_OFI_OFI_CHANNEL_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "core/mutex.h"
+#include "transports/ofi/ofi_endpoint.h"
+#include "transports/peer_handshake.h"
+#include "transports/transport.h"
+
+namespace hmc {
+
+// A link to one peer over a libfabric RDM endpoint. Channel methods post to the endpoint's
+// progress thread; everything else here runs on it. Messages are tagged sends with hmc's 64-bit
+// tag, received by receives directed at this peer's address (FI_DIRECTED_RECV), so the provider
+// matches per link; messages that arrive before their receive wait in the provider (rxm's
+// unexpected queue, and its rendezvous for long ones). Tags below a DiscardTagsBelow floor are
+// drained by wildcard receives that cover [0, floor) in at most 64 tag/ignore blocks, each
+// message truncated into a small scratch buffer (rxm never completes a zero-length receive that
+// takes a long message), so that they neither match later receives nor stay queued; a failed
+// link drains everything its peer still sends.
+class OfiChannel final : public Channel, public std::enable_shared_from_this<OfiChannel> {
+ public:
+  using FailureNotice = std::function<void(int rank, const absl::Status& why)>;
+
+  OfiChannel(OfiEndpoint* endpoint, int self_rank, const PeerAddress& peer,
+             FailureNotice on_failure);
+
+  int peer_rank() const override { return peer_rank_; }
+  const std::string& peer_description() const override { return description_; }
+  RequestPtr Send(uint64_t tag, const void* data, size_t bytes) override;
+  RequestPtr Recv(uint64_t tag, void* data, size_t bytes) override;
+  RequestPtr RecvUpTo(uint64_t tag, void* data, size_t capacity) override;
+  void Close(const absl::Status& why) override;
+  absl::Status status() const override;
+  LinkStats stats() const override;
+  bool local() const override { return local_; }
+  void DiscardTagsBelow(uint64_t floor, const absl::Status& why) override;
+
+  const RequestPtr& ready() const { return ready_; }
+
+  // The rest runs on the progress thread (and is what OnControlMessage uses).
+  void Open(fi_addr_t address, bool local);
+  void SendControl(ControlMessage type, const std::vector<uint8_t>& payload);
+  void OnReady();
+  void Fail(const absl::Status& why, bool tell_peer, bool notify);
+  void OnGoodbye();
+  bool failed() const { return failed_; }
+  bool got_goodbye() const { return got_goodbye_; }
+  absl::Status Error(const std::string& what) const;
+
+  std::string nonce;
+  bool hello_sent = false;
+  bool peer_proven = false;
+  bool peer_accepted = false;
+
+ private:
+  struct Receive {
+    uint64_t tag;
+    size_t capacity;
+    bool up_to;
+    RequestPtr request;
+    absl::Status cancelled;  // Why it was cancelled, once it was.
+  };
+
+  RequestPtr PostReceive(uint64_t tag, void* data, size_t capacity, bool up_to);
+  void StartReceive(uint64_t tag, void* data, size_t capacity, bool up_to, RequestPtr request);
+  void StartSend(uint64_t tag, const void* data, size_t bytes, RequestPtr request);
+  void OnReceived(const Receive& receive, int error, size_t length, size_t sent);
+  // Drains the peer's messages whose tags match `tag` under `ignore`, again after each one.
+  void Drain(uint64_t tag, uint64_t ignore, uint64_t generation);
+  void CancelReceivesBelow(uint64_t floor, const absl::Status& why);
+
+  OfiEndpoint* const endpoint_;
+  const int self_rank_;
+  const int peer_rank_;
+  const std::string description_;
+  const FailureNotice on_failure_;
+  const RequestPtr ready_ = std::make_shared<Request>();
+  bool local_ = false;
+
+  // Progress thread only.
+  fi_addr_t address_ = FI_ADDR_UNSPEC;
+  bool failed_ = false;
+  bool got_goodbye_ = false;
+  bool ready_done_ = false;
+  std::vector<std::function<void()>> before_ready_;
+  std::map<void*, Receive> receives_;  // Posted, by their op's context.
+  std::set<void*> drains_;             // The drain receives posted now.
+  uint64_t drain_generation_ = 0;      // Drains of an older generation are not posted again.
+  uint8_t drain_scratch_[64];          // Where drained messages land, truncated, unread.
+  uint64_t floor_ = 0;
+  absl::Status floor_why_;
+
+  mutable Mutex mu_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0},
+      messages_received_{0};
+};
+
+// The header of an untagged control message: the sender's rank and the ControlMessage.
+struct OfiControlHeader {
+  int32_t from;
+  uint8_t type;
+  uint8_t reserved[3];
+};
+
+}  // namespace hmc
+
+#endif  // HMC_TRANSPORTS_OFI_OFI_CHANNEL_H_

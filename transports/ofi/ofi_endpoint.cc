@@ -1,0 +1,216 @@
+#include "transports/ofi/ofi_endpoint.h"
+
+#include <unistd.h>
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+
+namespace hmc {
+namespace {
+
+constexpr int kCompletionsPerRead = 16;
+
+template <typename Fid>
+void CloseFid(Fid*& fid) {
+  if (fid != nullptr) fi_close(&fid->fid);
+  fid = nullptr;
+}
+
+}  // namespace
+
+absl::Status OfiError(ssize_t code, const std::string& what) {
+  const int error = static_cast<int>(code < 0 ? -code : code);
+  const std::string message = absl::StrFormat("%s: %s", what, fi_strerror(error));
+  switch (error) {
+    case FI_ECANCELED:
+      return absl::CancelledError(message);
+    case FI_ETIMEDOUT:
+      return absl::DeadlineExceededError(message);
+    case FI_EINVAL:
+      return absl::InvalidArgumentError(message);
+    case FI_ENOMEM:
+      return absl::ResourceExhaustedError(message);
+    default:
+      return absl::UnavailableError(message);
+  }
+}
+
+absl::StatusOr<std::unique_ptr<OfiEndpoint>> OfiEndpoint::Create(const OfiResources& resources) {
+  std::unique_ptr<OfiEndpoint> endpoint(new OfiEndpoint());
+  if (absl::Status s = endpoint->Init(resources); !s.ok()) return s;
+  OfiEndpoint* e = endpoint.get();
+  e->thread_.Start({.progress = [e] { return e->Progress(); },
+                    .sleep = [e](int max_ms) { e->Sleep(max_ms); },
+                    .wake = [e] { fi_cq_signal(e->cq_); }});
+  return endpoint;
+}
+
+absl::Status OfiEndpoint::Init(const OfiResources& resources) {
+  fi_info* hints = fi_allocinfo();
+  if (hints == nullptr) return absl::ResourceExhaustedError("libfabric: fi_allocinfo");
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
+  hints->mode = FI_CONTEXT | FI_CONTEXT2;
+  // Registration is asked for only where the provider needs it: hmc sends from and receives
+  // into memory it does not register (none of the modes that demand it are offered).
+  hints->domain_attr->mr_mode = 0;
+  hints->domain_attr->threading = FI_THREAD_SAFE;
+  hints->fabric_attr->prov_name = strdup(resources.provider.c_str());
+  const int got =
+      fi_getinfo(FI_VERSION(1, 9), resources.source.empty() ? nullptr : resources.source.c_str(),
+                 nullptr, resources.source.empty() ? 0 : FI_SOURCE, hints, &info_);
+  fi_freeinfo(hints);
+  if (got != 0 || info_ == nullptr) {
+    return OfiError(
+        got, absl::StrFormat(
+                 "libfabric: no provider '%s'%s with tagged reliable datagrams", resources.provider,
+                 resources.source.empty() ? "" : absl::StrFormat(" at '%s'", resources.source)));
+  }
+  if (int r = fi_fabric(info_->fabric_attr, &fabric_, nullptr); r != 0) {
+    return OfiError(r, "libfabric: fi_fabric");
+  }
+  if (int r = fi_domain(fabric_, info_, &domain_, nullptr); r != 0) {
+    return OfiError(r, "libfabric: fi_domain");
+  }
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_TAGGED;
+  cq_attr.wait_obj = FI_WAIT_UNSPEC;
+  if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0) {
+    cq_waits_ = false;  // A provider without wait objects: the thread naps instead.
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    if (int r = fi_cq_open(domain_, &cq_attr, &cq_, nullptr); r != 0) {
+      return OfiError(r, "libfabric: fi_cq_open");
+    }
+  }
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_TABLE;
+  if (int r = fi_av_open(domain_, &av_attr, &av_, nullptr); r != 0) {
+    return OfiError(r, "libfabric: fi_av_open");
+  }
+  if (int r = fi_endpoint(domain_, info_, &ep_, nullptr); r != 0) {
+    return OfiError(r, "libfabric: fi_endpoint");
+  }
+  if (int r = fi_ep_bind(ep_, &cq_->fid, FI_TRANSMIT | FI_RECV); r != 0) {
+    return OfiError(r, "libfabric: binding the completion queue");
+  }
+  if (int r = fi_ep_bind(ep_, &av_->fid, 0); r != 0) {
+    return OfiError(r, "libfabric: binding the address vector");
+  }
+  if (int r = fi_enable(ep_); r != 0) return OfiError(r, "libfabric: fi_enable");
+  char name[256];
+  size_t length = sizeof(name);
+  if (int r = fi_getname(&ep_->fid, name, &length); r != 0) {
+    return OfiError(r, "libfabric: the endpoint's name");
+  }
+  name_.assign(name, length);
+  return absl::OkStatus();
+}
+
+OfiEndpoint::~OfiEndpoint() {
+  thread_.Stop();
+  CloseFid(ep_);
+  // Closing the endpoint discards what was in flight: end those ops, so their requests complete.
+  for (OfiOp* op : std::set<OfiOp*>(live_)) Finish(op, FI_ECANCELED, 0, 0);
+  CloseFid(av_);
+  CloseFid(cq_);
+  CloseFid(domain_);
+  CloseFid(fabric_);
+  if (info_ != nullptr) fi_freeinfo(info_);
+}
+
+std::string OfiEndpoint::Describe() const {
+  return info_ == nullptr
+             ? "libfabric"
+             : absl::StrFormat("%s on %s", info_->fabric_attr->prov_name, info_->domain_attr->name);
+}
+
+absl::StatusOr<fi_addr_t> OfiEndpoint::Insert(const std::string& name) {
+  fi_addr_t address = FI_ADDR_UNSPEC;
+  const int inserted = fi_av_insert(av_, name.data(), 1, &address, 0, nullptr);
+  if (inserted != 1)
+    return OfiError(inserted < 0 ? inserted : FI_EINVAL, "libfabric: fi_av_insert");
+  return address;
+}
+
+void OfiEndpoint::Start(std::function<ssize_t(void* context)> start, OfiDone done) {
+  auto* op = new OfiOp{};
+  op->done = std::move(done);
+  live_.insert(op);
+  if (ep_ == nullptr) {  // Closed: what starts now ends at once.
+    Finish(op, FI_ECANCELED, 0, 0);
+    return;
+  }
+  const ssize_t r = start(&op->context);
+  if (r == 0) return;
+  if (r == -FI_EAGAIN) {
+    // The provider's queues are full: try again once progress has drained some of them.
+    live_.erase(op);
+    auto again = std::make_shared<std::function<ssize_t(void*)>>(std::move(start));
+    auto finish = std::make_shared<OfiDone>(std::move(op->done));
+    delete op;
+    thread_.PostAfter(absl::Microseconds(10),
+                      [this, again, finish] { Start(std::move(*again), std::move(*finish)); });
+    return;
+  }
+  Finish(op, static_cast<int>(-r), 0, 0);
+}
+
+void OfiEndpoint::Cancel(void* context) {
+  if (live_.contains(reinterpret_cast<OfiOp*>(context))) fi_cancel(&ep_->fid, context);
+}
+
+void OfiEndpoint::Finish(OfiOp* op, int error, size_t length, size_t sent) {
+  live_.erase(op);
+  std::unique_ptr<OfiOp> owned(op);
+  if (op->done) op->done(&op->context, error, length, sent);
+}
+
+void OfiEndpoint::Handle(const fi_cq_tagged_entry* entries, ssize_t n) {
+  for (ssize_t i = 0; i < n; ++i) {
+    const fi_cq_tagged_entry& e = entries[i];
+    Finish(reinterpret_cast<OfiOp*>(e.op_context), 0, e.len,
+           (e.flags & FI_REMOTE_CQ_DATA) != 0 ? e.data : e.len);
+  }
+}
+
+void OfiEndpoint::HandleError() {
+  fi_cq_err_entry error{};
+  if (fi_cq_readerr(cq_, &error, 0) <= 0 || error.op_context == nullptr) return;
+  // rxm leaves the flag out of a truncated receive's entry when the receive came first, yet
+  // fills in the data; no message is truncated that had no bytes, so a non-zero data is the
+  // sender's length.
+  const bool has_data =
+      (error.flags & FI_REMOTE_CQ_DATA) != 0 || (error.err == FI_ETRUNC && error.data != 0);
+  Finish(reinterpret_cast<OfiOp*>(error.op_context), error.err, error.len,
+         has_data ? error.data : error.len + error.olen);
+}
+
+bool OfiEndpoint::Progress() {
+  fi_cq_tagged_entry entries[kCompletionsPerRead];
+  const ssize_t n = fi_cq_read(cq_, entries, kCompletionsPerRead);
+  if (n > 0) {
+    Handle(entries, n);
+    return true;
+  }
+  if (n == -FI_EAVAIL) {
+    HandleError();
+    return true;
+  }
+  return false;
+}
+
+void OfiEndpoint::Sleep(int max_ms) {
+  if (!cq_waits_) {
+    usleep(static_cast<useconds_t>(std::min(max_ms, 1)) * 1000);
+    return;
+  }
+  fi_cq_tagged_entry entries[kCompletionsPerRead];
+  const ssize_t n = fi_cq_sread(cq_, entries, kCompletionsPerRead, nullptr, max_ms);
+  if (n > 0) Handle(entries, n);
+  if (n == -FI_EAVAIL) HandleError();
+}
+
+}  // namespace hmc
