@@ -214,6 +214,7 @@ void TcpTransport::Run() {
         OnHandshakeReadable(*it->second);
       }
     }
+    retired_handshakes_.clear();
     RunPosted();
     CheckHandshakeDeadlines();
     CheckShutdown();
@@ -350,7 +351,7 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
   UniqueFd owned(h.fd.Release());
   const std::string peer = h.peer;
   const bool local = h.local;
-  handshakes_.erase(fd);
+  RetireHandshake(fd);
   if (absl::Status s = AttachInbound(hello->rank, hello->to_rank, hello->stream, std::move(owned),
                                      local, std::move(*protection));
       !s.ok()) {
@@ -447,7 +448,15 @@ void TcpTransport::ShedOldestHandshake(const std::string& why) {
 
 void TcpTransport::DropHandshake(int fd) {
   Unwatch(fd);
-  handshakes_.erase(fd);
+  RetireHandshake(fd);
+}
+
+void TcpTransport::RetireHandshake(int fd) {
+  auto it = handshakes_.find(fd);
+  if (it == handshakes_.end()) return;
+  // Kept until the end of the event batch: a later event of the batch may still point at it.
+  retired_handshakes_.push_back(std::move(it->second));
+  handshakes_.erase(it);
 }
 
 void TcpTransport::CheckHandshakeDeadlines() {

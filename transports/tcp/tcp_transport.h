@@ -91,6 +91,8 @@ class TcpTransport final : public Transport, private TcpLoop {
   void OnHandshakeReadable(Handshake& h);
   void RejectHandshake(Handshake& h, const std::string& reason);
   void DropHandshake(int fd);
+  // Takes a handshake out of the table; it is freed once the event batch is done.
+  void RetireHandshake(int fd);
   // Whether stream `stream` from `rank`, which dialed `to_rank`, may attach now (the handshake
   // asks before accepting; streams that arrived before this rank knew its own are asked again).
   absl::Status CheckInbound(int rank, int to_rank, int stream) const;
@@ -134,6 +136,8 @@ class TcpTransport final : public Transport, private TcpLoop {
   int rank_ = -1;
   std::vector<std::shared_ptr<TcpChannel>> channels_;
   std::map<int, std::unique_ptr<Handshake>> handshakes_;
+  // Handshakes ended during the current event batch (RetireHandshake).
+  std::vector<std::unique_ptr<Handshake>> retired_handshakes_;
   // Streams that completed their handshake before ConnectAll or ExpectPeers created their
   // channels.
   struct EarlyStream {
