@@ -126,7 +126,7 @@ TEST_P(ProvenLinkTransport, AnAddressThatIsNotItsOwnKindFailsNamingThePeer) {
   ASSERT_TRUE(t.ok()) << t.status();
   const std::string kind = GetParam().name;
   for (const std::string& address : {std::string("127.0.0.1:4000"), kind + ":host:zz",
-                                    kind + ":host:", kind + ":h:0a0", std::string("other:h:00")}) {
+                                     kind + ":host:", kind + ":h:0a0", std::string("other:h:00")}) {
     const std::vector<PeerAddress> peers = {{0, (*t)->address(), "rank 0"},
                                             {1, address, "rank 1 (elsewhere)"}};
     const absl::Status s = (*t)->ConnectAll(0, peers, absl::Now() + absl::Seconds(5)).status();
