@@ -15,26 +15,7 @@ constexpr uint64_t kEveryTag = ~uint64_t{0};
 
 OfiChannel::OfiChannel(OfiEndpoint* endpoint, int self_rank, const PeerAddress& peer,
                        FailureNotice on_failure)
-    : endpoint_(endpoint),
-      self_rank_(self_rank),
-      peer_rank_(peer.rank),
-      description_(peer.description.empty() ? absl::StrFormat("rank %d", peer.rank)
-                                            : peer.description),
-      on_failure_(std::move(on_failure)) {}
-
-absl::Status OfiChannel::Error(const std::string& what) const {
-  return absl::UnavailableError(absl::StrFormat("%s: %s", description_, what));
-}
-
-absl::Status OfiChannel::status() const {
-  MutexLock lock(&mu_);
-  return status_;
-}
-
-LinkStats OfiChannel::stats() const {
-  return LinkStats{bytes_sent_.load(), bytes_received_.load(), messages_sent_.load(),
-                   messages_received_.load()};
-}
+    : ProvenChannel(self_rank, peer, std::move(on_failure)), endpoint_(endpoint) {}
 
 void OfiChannel::Open(fi_addr_t address, bool local) {
   address_ = address;
@@ -91,8 +72,7 @@ void OfiChannel::StartSend(uint64_t tag, const void* data, size_t bytes, Request
       },
       [self = shared_from_this(), bytes, request](void*, int error, size_t, size_t) {
         if (error == 0) {
-          self->bytes_sent_ += bytes;
-          ++self->messages_sent_;
+          self->CountSent(bytes);
           request->Complete(absl::OkStatus(), bytes);
           return;
         }
@@ -155,8 +135,7 @@ void OfiChannel::OnReceived(const Receive& receive, int error, size_t length, si
     receive.request->Complete(why);
     return;
   }
-  bytes_received_ += length;
-  ++messages_received_;
+  CountReceived(length);
   receive.request->Complete(absl::OkStatus(), length);
 }
 
@@ -238,10 +217,7 @@ void OfiChannel::Fail(const absl::Status& why, bool tell_peer, bool notify) {
                 StringsPayload({std::string(why.message().substr(0, kMaxLeaveReasonBytes))}));
   }
   failed_ = true;
-  {
-    MutexLock lock(&mu_);
-    status_ = why;
-  }
+  SetStatus(why);
   CancelReceivesBelow(kEveryTag, why);
   for (void* drain : std::set<void*>(drains_)) endpoint_->Cancel(drain);
   // Whatever the peer still sends is taken and dropped, so that its sends complete.

@@ -15,6 +15,7 @@
 #include "core/mutex.h"
 #include "transports/ofi/ofi_endpoint.h"
 #include "transports/peer_handshake.h"
+#include "transports/proven_channel.h"
 #include "transports/transport.h"
 
 namespace hmc {
@@ -28,25 +29,16 @@ namespace hmc {
 // message truncated into a small scratch buffer (rxm never completes a zero-length receive that
 // takes a long message), so that they neither match later receives nor stay queued; a failed
 // link drains everything its peer still sends.
-class OfiChannel final : public Channel, public std::enable_shared_from_this<OfiChannel> {
+class OfiChannel final : public ProvenChannel, public std::enable_shared_from_this<OfiChannel> {
  public:
-  using FailureNotice = std::function<void(int rank, const absl::Status& why)>;
-
   OfiChannel(OfiEndpoint* endpoint, int self_rank, const PeerAddress& peer,
              FailureNotice on_failure);
 
-  int peer_rank() const override { return peer_rank_; }
-  const std::string& peer_description() const override { return description_; }
   RequestPtr Send(uint64_t tag, const void* data, size_t bytes) override;
   RequestPtr Recv(uint64_t tag, void* data, size_t bytes) override;
   RequestPtr RecvUpTo(uint64_t tag, void* data, size_t capacity) override;
   void Close(const absl::Status& why) override;
-  absl::Status status() const override;
-  LinkStats stats() const override;
-  bool local() const override { return local_; }
   void DiscardTagsBelow(uint64_t floor, const absl::Status& why) override;
-
-  const RequestPtr& ready() const { return ready_; }
 
   // The rest runs on the progress thread (and is what OnControlMessage uses).
   void Open(fi_addr_t address, bool local);
@@ -56,12 +48,6 @@ class OfiChannel final : public Channel, public std::enable_shared_from_this<Ofi
   void OnGoodbye();
   bool failed() const { return failed_; }
   bool got_goodbye() const { return got_goodbye_; }
-  absl::Status Error(const std::string& what) const;
-
-  std::string nonce;
-  bool hello_sent = false;
-  bool peer_proven = false;
-  bool peer_accepted = false;
 
  private:
   struct Receive {
@@ -81,12 +67,6 @@ class OfiChannel final : public Channel, public std::enable_shared_from_this<Ofi
   void CancelReceivesBelow(uint64_t floor, const absl::Status& why);
 
   OfiEndpoint* const endpoint_;
-  const int self_rank_;
-  const int peer_rank_;
-  const std::string description_;
-  const FailureNotice on_failure_;
-  const RequestPtr ready_ = std::make_shared<Request>();
-  bool local_ = false;
 
   // Progress thread only.
   fi_addr_t address_ = FI_ADDR_UNSPEC;
@@ -100,11 +80,6 @@ class OfiChannel final : public Channel, public std::enable_shared_from_this<Ofi
   uint8_t drain_scratch_[64];          // Where drained messages land, truncated, unread.
   uint64_t floor_ = 0;
   absl::Status floor_why_;
-
-  mutable Mutex mu_;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0},
-      messages_received_{0};
 };
 
 // The header of an untagged control message: the sender's rank and the ControlMessage.

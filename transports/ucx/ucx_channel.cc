@@ -38,28 +38,9 @@ struct UcxChannel::InFlight {
 
 UcxChannel::UcxChannel(UcxWorker* worker, int self_rank, const PeerAddress& peer,
                        FailureNotice on_failure)
-    : worker_(worker),
-      self_rank_(self_rank),
-      peer_rank_(peer.rank),
-      description_(peer.description.empty() ? absl::StrFormat("rank %d", peer.rank)
-                                            : peer.description),
-      on_failure_(std::move(on_failure)) {}
+    : ProvenChannel(self_rank, peer, std::move(on_failure)), worker_(worker) {}
 
 UcxChannel::~UcxChannel() = default;
-
-absl::Status UcxChannel::Error(const std::string& what) const {
-  return absl::UnavailableError(absl::StrFormat("%s: %s", description_, what));
-}
-
-absl::Status UcxChannel::status() const {
-  MutexLock lock(&mu_);
-  return status_;
-}
-
-LinkStats UcxChannel::stats() const {
-  return LinkStats{bytes_sent_.load(), bytes_received_.load(), messages_sent_.load(),
-                   messages_received_.load()};
-}
 
 RequestPtr UcxChannel::Send(uint64_t tag, const void* data, size_t bytes) {
   auto request = std::make_shared<Request>();
@@ -236,8 +217,7 @@ void UcxChannel::Match(uint64_t tag, Posted posted, Arrival arrival) {
   }
   if (arrival.rendezvous == nullptr) {
     if (arrival.length > 0) std::memcpy(posted.data, arrival.eager.data(), arrival.length);
-    bytes_received_ += arrival.length;
-    ++messages_received_;
+    CountReceived(arrival.length);
     posted.request->Complete(absl::OkStatus(), arrival.length);
     return;
   }
@@ -259,11 +239,9 @@ void UcxChannel::Finish(InFlight* op, ucs_status_t status, size_t length) {
   std::unique_ptr<InFlight> owned(op);
   if (status == UCS_OK && op->data) {
     if (op->send) {
-      bytes_sent_ += length;
-      ++messages_sent_;
+      CountSent(length);
     } else {
-      bytes_received_ += length;
-      ++messages_received_;
+      CountReceived(length);
     }
   }
   if (op->request == nullptr) return;
@@ -311,10 +289,7 @@ void UcxChannel::Fail(const absl::Status& why, bool tell_peer, bool notify) {
     SendControl(ControlMessage::kLeave, StringsPayload({reason}));
   }
   failed_ = true;
-  {
-    MutexLock lock(&mu_);
-    status_ = why;
-  }
+  SetStatus(why);
   for (auto& [tag, posted] : posted_) posted.request->Complete(why);
   posted_.clear();
   for (auto& [tag, arrival] : arrived_) Release(arrival);

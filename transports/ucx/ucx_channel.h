@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "core/mutex.h"
 #include "transports/peer_handshake.h"
+#include "transports/proven_channel.h"
 #include "transports/transport.h"
 #include "transports/ucx/ucx_wire.h"
 #include "transports/ucx/ucx_worker.h"
@@ -28,26 +29,16 @@ namespace hmc {
 // Messages that arrive before their receive wait: short ones copied, long ones as UCX's
 // rendezvous descriptor, whose data stays at the sender until the receive is posted, so unexpected
 // long messages hold no memory here.
-class UcxChannel final : public Channel, public std::enable_shared_from_this<UcxChannel> {
+class UcxChannel final : public ProvenChannel, public std::enable_shared_from_this<UcxChannel> {
  public:
-  using FailureNotice = std::function<void(int rank, const absl::Status& why)>;
-
   UcxChannel(UcxWorker* worker, int self_rank, const PeerAddress& peer, FailureNotice on_failure);
   ~UcxChannel() override;
 
-  int peer_rank() const override { return peer_rank_; }
-  const std::string& peer_description() const override { return description_; }
   RequestPtr Send(uint64_t tag, const void* data, size_t bytes) override;
   RequestPtr Recv(uint64_t tag, void* data, size_t bytes) override;
   RequestPtr RecvUpTo(uint64_t tag, void* data, size_t capacity) override;
   void Close(const absl::Status& why) override;
-  absl::Status status() const override;
-  LinkStats stats() const override;
-  bool local() const override { return local_; }
   void DiscardTagsBelow(uint64_t floor, const absl::Status& why) override;
-
-  // Completes when the handshake finished both ways (or fails with why it did not).
-  const RequestPtr& ready() const { return ready_; }
 
   // The rest runs on the progress thread.
   // Creates the endpoint to the peer's worker address; `local`: the peer shares this host.
@@ -68,13 +59,6 @@ class UcxChannel final : public Channel, public std::enable_shared_from_this<Ucx
   RequestPtr CloseEndpoint(bool force);
   bool failed() const { return failed_; }
   bool got_goodbye() const { return got_goodbye_; }
-  absl::Status Error(const std::string& what) const;
-
-  // The handshake's state (ucx_transport.cc).
-  std::string nonce;           // Ours, for the peer's proof.
-  bool hello_sent = false;     // Our proof, answering the peer's challenge.
-  bool peer_proven = false;    // The peer's hello checked out (we sent Accept).
-  bool peer_accepted = false;  // The peer accepted our hello.
 
  private:
   struct Posted {
@@ -100,12 +84,6 @@ class UcxChannel final : public Channel, public std::enable_shared_from_this<Ucx
   static void OnEndpointError(void* arg, ucp_ep_h ep, ucs_status_t status);
 
   UcxWorker* const worker_;
-  const int self_rank_;
-  const int peer_rank_;
-  const std::string description_;
-  const FailureNotice on_failure_;
-  const RequestPtr ready_ = std::make_shared<Request>();
-  bool local_ = false;
 
   // Progress thread only.
   ucp_ep_h ep_ = nullptr;
@@ -117,11 +95,6 @@ class UcxChannel final : public Channel, public std::enable_shared_from_this<Ucx
   std::map<uint64_t, Arrival> arrived_;
   uint64_t floor_ = 0;
   absl::Status floor_why_;
-
-  mutable Mutex mu_;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0},
-      messages_received_{0};
 };
 
 }  // namespace hmc
