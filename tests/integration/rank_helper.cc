@@ -351,7 +351,10 @@ int RunAdapt(Communicator& comm) {
   std::vector<float> data(kCount);
   double first = 0, last = 0;
   int calls = 0;
-  while (calls < 30 && (calls == 0 || last * 3 > first)) {
+  // The ranks stop together: one that stopped on its own timing while its peer wanted another
+  // call would leave that peer's all-reduce to a closed channel.
+  bool more = true;
+  while (more) {
     std::fill(data.begin(), data.end(), static_cast<float>(comm.rank() + 1));
     const absl::Time start = absl::Now();
     if (absl::Status s = comm.AllReduce(Buffer{data.data(), kCount, DType::kF32},
@@ -368,6 +371,15 @@ int RunAdapt(Communicator& comm) {
       std::fprintf(stderr, "rank %d: wrong sum in call %d\n", comm.rank(), calls);
       return 3;
     }
+    float wants_more = calls < 30 && last * 4 > first ? 1.0f : 0.0f;
+    if (absl::Status s = comm.AllReduce(Buffer{&wants_more, 1, DType::kF32},
+                                        Buffer{&wants_more, 1, DType::kF32}, ReduceOp::kMax)
+                             ->Wait();
+        !s.ok()) {
+      std::fprintf(stderr, "rank %d: %s\n", comm.rank(), s.ToString().c_str());
+      return 1;
+    }
+    more = wants_more > 0;
   }
   int fewest = 64;
   for (const std::shared_ptr<Channel>& c : g->channels) {
