@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "collectives/allreduce_algorithms.h"
 
 namespace hmc {
 namespace {
@@ -63,7 +64,11 @@ const Field kFields[] = {
        return IsValidReduceOp(raw[2]) ? std::string(ReduceOpName(static_cast<ReduceOp>(raw[2])))
                                       : absl::StrCat("invalid(", raw[2], ")");
      }},
-    {"algorithm", [](const uint8_t* raw) -> std::string { return absl::StrCat(raw[3]); }},
+    {"algorithm",
+     [](const uint8_t* raw) -> std::string {
+       const AllReduceAlgorithm* a = FindAllReduceAlgorithm(raw[3]);
+       return a != nullptr ? std::string(a->name) : absl::StrCat("invalid(", raw[3], ")");
+     }},
     {"root",
      [](const uint8_t* raw) -> std::string {
        int32_t root;

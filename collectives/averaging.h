@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "collectives/average_outcome.h"
 #include "collectives/state_transfer.h"
 #include "collectives/work.h"
 
@@ -75,23 +76,6 @@ struct AveragingAttempt {
   StateDownload download;              // What this rank downloaded, if it was stale.
   bool committed = false;              // The vote committed the round.
 };
-
-// A committed averaging round.
-struct AverageOutcome {
-  uint64_t round = 0;             // Rounds committed before this one.
-  uint32_t epoch = 0;             // The epoch its committed attempt ran in.
-  int attempts = 0;               // Attempts it took on this rank.
-  std::vector<int> contributors;  // Stable ids, ascending.
-  std::vector<double> weights;    // Each contributor's weight.
-  double total_weight = 0;        // Their sum, what the average divides by.
-  StateDownload state_download;   // A stale rank's download of the members' state.
-  CollectiveReport report;        // Of the attempt that committed.
-};
-
-// "MembershipChanged: epoch 3 -> 4: ...; retry": a call that ended because the membership
-// changed. Its code is Aborted; IsMembershipChanged tells it from other aborts.
-absl::Status MembershipChangedError(uint32_t from, uint32_t to, const std::string& cause);
-bool IsMembershipChanged(const absl::Status& status);
 
 }  // namespace hmc
 

@@ -14,12 +14,6 @@
 
 namespace hmc {
 
-// Error-feedback state of one tensor's encodings, keyed by the first element of each encoded
-// segment: this rank's contributions, and the results it owns (what one step's rounding of the
-// average leaves out is added to the next step's). The caller keeps it from step to step (one
-// per gradient bucket).
-using CodecFeedback = std::map<size_t, CodecState>;
-
 // One segment of a result as the wire carried it: its elements and its encoding.
 struct EncodedPiece {
   Range range;

@@ -1,5 +1,5 @@
-// Communicator::Average and the two exchanges that make its rounds agree: the commit vote of each
-// attempt and the reconciliation that opens each epoch (averaging.h).
+// CommunicatorImpl::Average and the two exchanges that make its rounds agree: the commit vote of
+// each attempt and the reconciliation that opens each epoch (averaging.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "collectives/communicator.h"
+#include "collectives/communicator_impl.h"
 #include "core/log.h"
 
 namespace hmc {
@@ -33,8 +33,8 @@ void ScaleBuffer(DType dtype, const uint8_t* in, uint8_t* out, size_t count, dou
 
 }  // namespace
 
-absl::Status Communicator::VoteOnAttempt(CollectiveContext& ctx, const Group& g,
-                                         AveragingAttempt* attempt) {
+absl::Status CommunicatorImpl::VoteOnAttempt(CollectiveContext& ctx, const Group& g,
+                                             AveragingAttempt* attempt) {
   auto superseded = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return MembershipChangedError(g.epoch, ledger_.reconciled_epoch,
                                   "a newer epoch was reconciled during the round");
@@ -78,7 +78,7 @@ absl::Status Communicator::VoteOnAttempt(CollectiveContext& ctx, const Group& g,
   return absl::OkStatus();
 }
 
-void Communicator::Reconcile(const std::shared_ptr<const Group>& g) {
+void CommunicatorImpl::Reconcile(const std::shared_ptr<const Group>& g) {
   RoundStanding mine;
   {
     MutexLock lock(&mu_);
@@ -145,9 +145,9 @@ void Communicator::Reconcile(const std::shared_ptr<const Group>& g) {
   }
 }
 
-absl::Status Communicator::PrepareAttempt(CollectiveContext& ctx,
-                                          const std::vector<CallDescriptor>& all,
-                                          AveragingAttempt* attempt) {
+absl::Status CommunicatorImpl::PrepareAttempt(CollectiveContext& ctx,
+                                              const std::vector<CallDescriptor>& all,
+                                              AveragingAttempt* attempt) {
   attempt->weights.clear();
   std::vector<uint8_t> stale;
   for (const CallDescriptor& d : all) {
@@ -179,19 +179,19 @@ absl::Status Communicator::PrepareAttempt(CollectiveContext& ctx,
   return s;
 }
 
-bool Communicator::state_stale() const {
+bool CommunicatorImpl::state_stale() const {
   MutexLock lock(&mu_);
   return state_stale_;
 }
 
-uint64_t Communicator::averaging_rounds() const {
+uint64_t CommunicatorImpl::averaging_rounds() const {
   MutexLock lock(&mu_);
   return ledger_.standing.committed;
 }
 
-absl::StatusOr<AverageOutcome> Communicator::Average(const Buffer& buffer, double weight,
-                                                     const CallOptions& call,
-                                                     const SharedState* state) {
+absl::StatusOr<AverageOutcome> CommunicatorImpl::Average(const Buffer& buffer, double weight,
+                                                         const CallOptions& call,
+                                                         const SharedState* state) {
   if (buffer.dtype != DType::kF32 && buffer.dtype != DType::kF64) {
     return absl::InvalidArgumentError(
         absl::StrFormat("Average takes float or double buffers, not %s", DTypeName(buffer.dtype)));

@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "collectives/communicator.h"
+#include "collectives/communicator_impl.h"
 #include "collectives/stream_probe.h"
 #include "collectives/tuner.h"
 
@@ -97,7 +97,7 @@ std::string LinkMatrix::ToTable() const {
   return text;
 }
 
-absl::Status Communicator::ProbeLinks() {
+absl::Status CommunicatorImpl::ProbeLinks() {
   const std::shared_ptr<const Group> g = group();
   const int n = g->size();
   const int self = g->rank;  // This rank, in the group.
@@ -247,7 +247,7 @@ absl::Status Communicator::ProbeLinks() {
   return RecordProbe();
 }
 
-absl::Status Communicator::RecordProbe() {
+absl::Status CommunicatorImpl::RecordProbe() {
   std::shared_ptr<const Group> g = group();
   if (coordinator_ == nullptr || g->rank != 0) return absl::OkStatus();
   std::string record;

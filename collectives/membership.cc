@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "collectives/communicator.h"
+#include "collectives/communicator_impl.h"
 #include "core/log.h"
 
 namespace hmc {
@@ -20,7 +20,7 @@ absl::Duration EpochWait(const Options& options) {
 
 }  // namespace
 
-void Communicator::DiscardEpochsBefore(uint32_t epoch, const absl::Status& why) {
+void CommunicatorImpl::DiscardEpochsBefore(uint32_t epoch, const absl::Status& why) {
   std::vector<std::shared_ptr<Channel>> channels;
   {
     MutexLock lock(&mu_);
@@ -31,7 +31,7 @@ void Communicator::DiscardEpochsBefore(uint32_t epoch, const absl::Status& why) 
   }
 }
 
-void Communicator::OnPeerLost(int id, const absl::Status& why) {
+void CommunicatorImpl::OnPeerLost(int id, const absl::Status& why) {
   if (coordinator_ == nullptr) {
     Abort(why);  // Nobody can start a new epoch.
     return;
@@ -45,7 +45,7 @@ void Communicator::OnPeerLost(int id, const absl::Status& why) {
   failures_to_report_.push_back({id, std::string(why.message())});
 }
 
-void Communicator::ExpectJoiners(const PeerTable& table) {
+void CommunicatorImpl::ExpectJoiners(const PeerTable& table) {
   if (transport_ == nullptr) return;
   std::vector<PeerAddress> joiners;
   {
@@ -73,7 +73,7 @@ void Communicator::ExpectJoiners(const PeerTable& table) {
   }
 }
 
-void Communicator::ApplyMembership(const PeerTable& table) {
+void CommunicatorImpl::ApplyMembership(const PeerTable& table) {
   ExpectJoiners(table);
   std::shared_ptr<const Group> g;  // The epoch this table ends.
   std::vector<std::shared_ptr<Channel>> channels;
@@ -142,14 +142,14 @@ void Communicator::ApplyMembership(const PeerTable& table) {
   }
 }
 
-void Communicator::OnCoordinatorLost() {
+void CommunicatorImpl::OnCoordinatorLost() {
   Logf("comm", "rank %d: lost the coordinator: training goes on, but a failure now ends the group",
        id_);
   MutexLock lock(&mu_);
   coordinator_lost_ = true;
 }
 
-bool Communicator::AwaitEpochAfter(uint32_t epoch, absl::Time deadline) {
+bool CommunicatorImpl::AwaitEpochAfter(uint32_t epoch, absl::Time deadline) {
   MutexLock lock(&mu_);
   auto moved = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return group_->epoch > epoch || !broken_.ok() || stopping_ || coordinator_lost_;
@@ -158,7 +158,7 @@ bool Communicator::AwaitEpochAfter(uint32_t epoch, absl::Time deadline) {
   return group_->epoch > epoch;
 }
 
-absl::Status Communicator::AfterFailure(const Group& g, const absl::Status& failure) {
+absl::Status CommunicatorImpl::AfterFailure(const Group& g, const absl::Status& failure) {
   const absl::Duration wait = coordinator_ != nullptr ? EpochWait(options_) : absl::ZeroDuration();
   if (AwaitEpochAfter(g.epoch, absl::Now() + wait)) {
     // Named by the epoch that followed g's: who failed, and why (the call's own error may only
@@ -175,7 +175,7 @@ absl::Status Communicator::AfterFailure(const Group& g, const absl::Status& fail
   return failure;
 }
 
-void Communicator::MembershipLoop() {
+void CommunicatorImpl::MembershipLoop() {
   for (;;) {
     std::vector<std::pair<int, std::string>> reports;
     std::vector<uint32_t> resumed;
@@ -219,7 +219,7 @@ void Communicator::MembershipLoop() {
   }
 }
 
-uint32_t Communicator::EpochToAdopt() const {
+uint32_t CommunicatorImpl::EpochToAdopt() const {
   if (!broken_.ok() || world_table_.epoch <= group_->epoch) return 0;
   if (join_tables_.empty()) return world_table_.epoch;
   // Exactly the agreed one, once its table is here: every member adopts the same epochs (one
@@ -228,7 +228,7 @@ uint32_t Communicator::EpochToAdopt() const {
   return 0;
 }
 
-void Communicator::Adopt(uint32_t epoch) {
+void CommunicatorImpl::Adopt(uint32_t epoch) {
   PeerTable table;
   LinkProbeRecord probe;
   std::vector<std::shared_ptr<Channel>> channels;

@@ -21,19 +21,11 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "collectives/average_outcome.h"
 #include "collectives/collective_context.h"
 #include "core/buffer.h"
 
 namespace hmc {
-
-// Named host tensors with the same names, types and counts on every member.
-struct SharedState {
-  std::vector<std::pair<std::string, Buffer>> tensors;
-
-  size_t bytes() const;
-  // Of the names, types and counts (not the values); 0 for no tensors.
-  uint64_t Fingerprint() const;
-};
 
 // A slice of one tensor of a SharedState.
 struct StatePart {
@@ -47,16 +39,6 @@ std::vector<StatePart> SplitState(const SharedState& state, size_t part_bytes);
 // How long parts are for `total` bytes striped over `sources` holders: a few parts per holder, so
 // that a resumed download repeats little.
 size_t StatePartBytes(size_t total, int sources);
-
-// What one member's download did.
-struct StateDownload {
-  uint64_t bytes = 0;                // Downloaded.
-  int parts = 0;                     // Parts of the state.
-  int parts_downloaded = 0;          // Those fetched; the others matched already.
-  std::vector<int> sources;          // Members (ranks of the call) it fetched from.
-  std::vector<uint64_t> bytes_from;  // How much from each of them.
-  absl::Duration time;               // Hashing included.
-};
 
 // Within a call of the group: every member passes the same `stale` (by rank of the call). Members
 // with `stale` set download `state` from the others; the others serve it. OK at once when no

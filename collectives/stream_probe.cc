@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "collectives/communicator.h"
+#include "collectives/communicator_impl.h"
 
 namespace hmc {
 namespace {
@@ -71,7 +71,7 @@ double RateMeter::Mbit() const {
   return bytes * 8 / absl::ToDoubleSeconds(end - from) / 1e6;
 }
 
-absl::Status SendProbeChunks(Communicator& comm, int peer, absl::Duration window, size_t depth,
+absl::Status SendProbeChunks(CommunicatorImpl& comm, int peer, absl::Duration window, size_t depth,
                              bool marker_only) {
   static const std::vector<uint8_t> chunk(kChunkBytes, 0);
   static const std::vector<uint8_t> last = [] {
@@ -100,7 +100,7 @@ absl::Status SendProbeChunks(Communicator& comm, int peer, absl::Duration window
   return status;
 }
 
-absl::StatusOr<double> ReceiveProbeChunks(Communicator& comm, int peer, const Channel& link) {
+absl::StatusOr<double> ReceiveProbeChunks(CommunicatorImpl& comm, int peer, const Channel& link) {
   std::vector<uint8_t> received(kChunkBytes);
   RateMeter meter(absl::Now());
   uint64_t counted = link.stats().bytes_received;
@@ -128,7 +128,7 @@ absl::StatusOr<double> ReceiveProbeChunks(Communicator& comm, int peer, const Ch
   return meter.Mbit();
 }
 
-absl::StatusOr<absl::Duration> FastestRoundTrip(Communicator& comm, int peer, int pings) {
+absl::StatusOr<absl::Duration> FastestRoundTrip(CommunicatorImpl& comm, int peer, int pings) {
   auto wait = [](const std::shared_ptr<Work>& w) { return w->Wait(); };
   int64_t ping = 0, got = 0;
   absl::Duration fastest = absl::InfiniteDuration();
@@ -145,7 +145,7 @@ absl::StatusOr<absl::Duration> FastestRoundTrip(Communicator& comm, int peer, in
   return fastest;
 }
 
-absl::Status Communicator::ProbeStreams() {
+absl::Status CommunicatorImpl::ProbeStreams() {
   const std::shared_ptr<const Group> g = group();
   const int n = g->size();
   const int self = g->rank;  // This rank, in the group.

@@ -12,7 +12,7 @@
 namespace hmc {
 
 class Channel;
-class Communicator;
+class CommunicatorImpl;
 
 // How many of its parallel connections per peer a communicator spreads sends over, and what the
 // probe at creation measured to choose it (HMC_STREAMS=0). On a wide-area path one TCP stream is
@@ -64,7 +64,7 @@ std::pair<int, int> StreamsByLinkClass(const std::vector<int64_t>& choices,
 // time: both sides ping first and then answer the other's ping, so each answer leaves as soon as
 // its ping arrives and the time is this link's alone (a ring of pings would wait on its slowest
 // link).
-absl::StatusOr<absl::Duration> FastestRoundTrip(Communicator& comm, int peer, int pings);
+absl::StatusOr<absl::Duration> FastestRoundTrip(CommunicatorImpl& comm, int peer, int pings);
 
 // Bytes received over time, as the probe's receiver sees them. The rate leaves out the first 40%
 // of the time between the first and the last arrival, which TCP spends in slow start.
@@ -88,9 +88,9 @@ inline constexpr size_t kProbeChunksPerStream = 2;
 // The sender streams chunks to `peer` for `window`, at most `depth` in flight (none at all where
 // `marker_only`), then an end marker; the receiver takes them up to the marker and returns the
 // rate a RateMeter saw of the bytes `link` (the channel from `peer`) read, Mbit/s.
-absl::Status SendProbeChunks(Communicator& comm, int peer, absl::Duration window, size_t depth,
+absl::Status SendProbeChunks(CommunicatorImpl& comm, int peer, absl::Duration window, size_t depth,
                              bool marker_only);
-absl::StatusOr<double> ReceiveProbeChunks(Communicator& comm, int peer, const Channel& link);
+absl::StatusOr<double> ReceiveProbeChunks(CommunicatorImpl& comm, int peer, const Channel& link);
 
 }  // namespace hmc
 

@@ -92,10 +92,8 @@ const OptionSpec kOptionTable[] = {
     {"max_unexpected_bytes", &Options::max_unexpected_bytes,
      "Memory for messages that arrive before their receive is posted; beyond it reading pauses."},
     {"algo", &Options::algo,
-     "All-reduce algorithm: auto (the tuner), ring, halving_doubling, butterfly (direct, with "
-     "bandwidth-weighted shares), hierarchical (inside each zone, then across zones in parallel "
-     "shards) or one_shot (every rank sends its vector to every other and reduces all of them: "
-     "one latency for small messages)."},
+     "All-reduce algorithm: auto (the tuner) or a name from the collectives' registry "
+     "(collectives/allreduce_algorithms.cc; `hmcrun --help` lists them): ring, butterfly, ..."},
     {"codec_inter", &Options::codec_inter,
      "Codec on links between zones: none, fp16, bf16, int8[:block=N], uniform8, quantile8, "
      "topk[:ratio=R], powersgd[:rank=R], or auto (int8 where it beats the link). Lossy codecs "
@@ -218,12 +216,6 @@ absl::Status Validate(const Options& o) {
   }
   if (o.workers < 1 || o.workers > 64) {
     return absl::InvalidArgumentError(absl::StrFormat("workers=%d: must be 1..64", o.workers));
-  }
-  if (o.algo != "auto" && o.algo != "ring" && o.algo != "halving_doubling" &&
-      o.algo != "butterfly" && o.algo != "hierarchical" && o.algo != "one_shot") {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "algo=%s: must be auto, ring, halving_doubling, butterfly, hierarchical or one_shot",
-        o.algo));
   }
   if (absl::StatusOr<TlsMode> tls = ParseTlsMode(o.tls); !tls.ok()) return tls.status();
   if (absl::StatusOr<TransportChoice> t = ParseTransportChoice(o.transport); !t.ok()) {

@@ -50,7 +50,7 @@ struct Options {
   int64_t max_unexpected_bytes = int64_t{256} << 20;
 
   // Collectives.
-  std::string algo = "auto";         // auto, ring, halving_doubling, butterfly or hierarchical.
+  std::string algo = "auto";         // auto or a name of collectives/allreduce_algorithms.h.
   std::string codec_inter = "none";  // Codec on links between zones; auto: the tuner's choice.
   std::string codec_intra = "none";  // Codec on links inside a zone.
   std::string shares = "auto";       // Butterfly shares: auto, equal or one weight per rank.

@@ -45,6 +45,11 @@ class Cpus {
 };
 
 absl::StatusOr<hwloc_topology_t> LoadTopology(const std::string* synthetic) {
+  // One load at a time in a process: hwloc's Linux backend reads devices through libudev, whose
+  // first use initialises globals unguarded (TSan: two communicators created at once in one
+  // process raced in its getrandom seeding).
+  static Mutex* const loading = new Mutex();
+  MutexLock lock(loading);
   hwloc_topology_t topology = nullptr;
   if (hwloc_topology_init(&topology) != 0) return absl::InternalError("hwloc: init failed");
   // I/O devices from sysfs, each under the CPUs it is local to; without hwloc's PCI component,

@@ -22,6 +22,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
+#include "collectives/allreduce_algorithms.h"
 #include "core/options.h"
 #include "launcher/coordinator_host.h"
 #include "launcher/group_runner.h"
@@ -64,6 +65,8 @@ coordinator, and prefixes every output line with [rank zone host].
   -x NAME[=VALUE]              Pass an environment variable to every rank.
   --dry-run                    Print each rank's command and environment; start nothing.
   --OPTION=VALUE               Any hmc option (see the README's table), for every rank.
+
+All-reduce algorithms (--algo=NAME; default auto, the tuner):
 )";
 
 struct LaunchArgs {
@@ -193,6 +196,7 @@ absl::Status ParseArgs(int argc, char** argv, LaunchArgs& args, Options& options
     }
     if (name == "help" || name == "h") {
       std::fputs(kUsage, stdout);
+      std::fputs(DescribeAllReduceAlgorithms().c_str(), stdout);
       std::exit(0);
     }
     if (name == "dry-run") {
@@ -228,6 +232,8 @@ absl::Status ParseArgs(int argc, char** argv, LaunchArgs& args, Options& options
     return absl::InvalidArgumentError(
         absl::StrCat("unknown option ", (*rest)[0], " (see the README's option table)"));
   }
+  // Before any rank starts: each would refuse it alike.
+  if (absl::Status s = CheckAllReduceAlgorithmOption(options.algo); !s.ok()) return s;
   return absl::OkStatus();
 }
 

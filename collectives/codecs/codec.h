@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +55,12 @@ class Codec {
 absl::StatusOr<std::unique_ptr<Codec>> MakeCodec(absl::string_view spec);
 // One spec per codec, with default parameters (for benchmarks and tests).
 std::vector<std::string> DefaultCodecSpecs();
+
+// Error-feedback state of one tensor's encodings, keyed by the first element of each encoded
+// segment: this rank's contributions, and the results it owns (what one step's rounding of the
+// average leaves out is added to the next step's). The caller keeps it from step to step (one
+// per gradient bucket).
+using CodecFeedback = std::map<size_t, CodecState>;
 
 }  // namespace hmc
 

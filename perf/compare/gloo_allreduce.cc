@@ -22,7 +22,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "collectives/check_pattern.h"
 #include "gloo/allreduce_bcube.h"
 #include "gloo/allreduce_halving_doubling.h"
 #include "gloo/allreduce_ring.h"
@@ -34,6 +33,7 @@
 #include "gloo/transport/tcp/device.h"
 #include "launcher/group_runner.h"
 #include "launcher/process.h"
+#include "perf/check_pattern.h"
 #include "perf/perf_table.h"
 
 namespace {

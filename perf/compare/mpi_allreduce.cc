@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
-#include "collectives/check_pattern.h"
+#include "perf/check_pattern.h"
 #include "perf/perf_table.h"
 
 namespace {

@@ -19,6 +19,8 @@
 #include "absl/time/clock.h"
 #include "collectives/averaging.h"
 #include "collectives/communicator.h"
+#include "collectives/group.h"
+#include "collectives/link_probe.h"
 #include "core/fnv.h"
 #include "perf/fault/averaging_rounds.h"
 

@@ -214,7 +214,7 @@ TEST(Hmcrun, RefusesAMalformedInventoryNamingTheLine) {
   EXPECT_THAT(run.output, HasSubstr("-np 9: the inventory has 4 slots"));
   run = Hmcrun({"--algo=fast", "/bin/true"});
   EXPECT_EQ(run.code, 2);
-  EXPECT_THAT(run.output, HasSubstr("algo=fast: must be auto, ring"));
+  EXPECT_THAT(run.output, HasSubstr("algo=fast: must be auto or one of ring, "));
 }
 
 TEST(Hmcrun, JoinsACoordinatorStartedElsewhere) {

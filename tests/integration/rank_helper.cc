@@ -25,10 +25,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "collectives/check_pattern.h"
+#include "collectives/allreduce_algorithms.h"
 #include "collectives/communicator.h"
+#include "collectives/group.h"
+#include "collectives/link_probe.h"
 #include "collectives/shares.h"
+#include "collectives/stream_probe.h"
 #include "core/frame.h"
+#include "perf/check_pattern.h"
 
 namespace hmc {
 namespace {
@@ -167,7 +171,8 @@ class MatrixRunner {
 int RunMatrix(Communicator& comm, bool large) {
   MatrixRunner run(comm);
   const std::vector<size_t> sizes = {0, 1, 7, 1000003};
-  for (const char* algo : {"ring", "halving_doubling", "hierarchical"}) {
+  for (const AllReduceAlgorithm& algorithm : AllReduceAlgorithms()) {
+    const std::string algo(algorithm.name);
     for (DType dtype : kAllDTypes) {
       for (ReduceOp op : kAllReduceOps) {
         for (size_t count : sizes) {

@@ -8,10 +8,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
-#include "collectives/check_pattern.h"
 #include "collectives/communicator.h"
 #include "core/frame.h"
 #include "core/mutex.h"
+#include "perf/check_pattern.h"
 #include "tests/testing/inproc_group.h"
 #include "transports/inproc/inproc_transport.h"
 
@@ -376,6 +376,25 @@ TEST(InprocCollectives, LocalErrorsAreReportedOnEveryRank) {
           << s;
     }
     EXPECT_TRUE(comm.health().ok());
+  });
+}
+
+// Ranks forced to different algorithms refuse the call alike, naming each rank's algorithm by the
+// registry's name, and the next call runs.
+TEST(InprocCollectives, RanksOnDifferentAlgorithmsAreToldWhichRankRunsWhich) {
+  RunGroup(3, [&](int rank, Communicator& comm) {
+    CallOptions call;
+    call.algo = rank == 1 ? "butterfly" : "ring";
+    std::vector<float> data(1000, 1.0f);
+    Buffer buffer{data.data(), data.size(), DType::kF32};
+    absl::Status s = comm.AllReduce(buffer, buffer, ReduceOp::kSum, call)->Wait();
+    ASSERT_TRUE(absl::IsInvalidArgument(s)) << s;
+    EXPECT_TRUE(
+        absl::StrContains(s.message(), "algorithm (rank 0=ring, rank 1=butterfly, rank 2=ring)"))
+        << s;
+    call.algo = "ring";
+    ASSERT_TRUE(comm.AllReduce(buffer, buffer, ReduceOp::kSum, call)->Wait().ok());
+    EXPECT_EQ(data[999], 3.0f);
   });
 }
 

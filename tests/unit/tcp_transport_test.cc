@@ -364,8 +364,9 @@ TEST(TcpTransport, MessagesThatArrivedBeforeThePeerLeftStayDeliverable) {
                   ->Send(9, data.data(), data.size())
                   ->Wait(absl::Now() + absl::Seconds(10))
                   .ok());
-  std::thread leaver([&] { mesh.transports[0]->Shutdown(absl::Now() + absl::Seconds(2)); });
-  absl::SleepFor(absl::Milliseconds(300));  // Rank 0 has said goodbye and closed by now.
+  // Rank 0 says goodbye and closes (its shutdown returns once it has): the receive below is
+  // posted only after the peer left.
+  mesh.transports[0]->Shutdown(absl::Now() + absl::Seconds(2));
   EXPECT_TRUE(mesh.channels[1][0]
                   ->Recv(9, got.data(), got.size())
                   ->Wait(absl::Now() + absl::Seconds(10))
@@ -374,7 +375,6 @@ TEST(TcpTransport, MessagesThatArrivedBeforeThePeerLeftStayDeliverable) {
   absl::Status never =
       mesh.channels[1][0]->Recv(10, got.data(), 1)->Wait(absl::Now() + absl::Seconds(10));
   EXPECT_TRUE(absl::StrContains(never.message(), "closed the channel")) << never;
-  leaver.join();
 }
 
 TEST(TcpTransport, GracefulShutdownDeliversEverythingInFlight) {

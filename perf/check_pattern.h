@@ -1,5 +1,5 @@
-#ifndef HMC_COLLECTIVES_CHECK_PATTERN_H_
-#define HMC_COLLECTIVES_CHECK_PATTERN_H_
+#ifndef HMC_PERF_CHECK_PATTERN_H_
+#define HMC_PERF_CHECK_PATTERN_H_
 
 #include <cstddef>
 #include <functional>
@@ -26,4 +26,4 @@ size_t CountMismatches(const void* data, size_t count, DType dtype,
 
 }  // namespace hmc
 
-#endif  // HMC_COLLECTIVES_CHECK_PATTERN_H_
+#endif  // HMC_PERF_CHECK_PATTERN_H_

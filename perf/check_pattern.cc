@@ -1,4 +1,4 @@
-#include "collectives/check_pattern.h"
+#include "perf/check_pattern.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,68 @@
+#ifndef HMC_COLLECTIVES_ALLREDUCE_ALGORITHMS_H_
+#define HMC_COLLECTIVES_ALLREDUCE_ALGORITHMS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "collectives/codecs/codec.h"
+#include "collectives/collective_context.h"
+#include "core/buffer.h"
+#include "core/reduce_op.h"
+
+namespace hmc {
+
+// What one all-reduce gives its algorithm: the data, the plan's choices and the group's zones.
+struct AllReduceArgs {
+  const void* in;
+  void* out;
+  size_t count;
+  DType dtype;
+  ReduceOp op;
+  const std::vector<int>& zone_of;    // Zone index of every rank of the group.
+  const std::vector<double>& shares;  // Butterfly: each rank's weight.
+  const Codec* inter;                 // Codec on links between zones; null: none.
+  const Codec* intra;                 // Codec on links inside a zone; null: none.
+  CodecFeedback* feedback;            // Error feedback for lossy codecs; may be null.
+  // The sends that left with the argument check (send_early); null: none left.
+  const std::vector<CollectiveContext::Pending>* early;
+};
+
+// One all-reduce algorithm: the one table that options, the tuner, the trials, dispatch, the
+// argument check's messages and the tests read.
+struct AllReduceAlgorithm {
+  absl::string_view name;  // As `algo` names it.
+  // In every call's descriptor (arg_check.h): ranks running different algorithms meet as a
+  // mismatch, not as garbage. Fixed per name; never reuse one.
+  uint8_t wire_id;
+  absl::string_view summary;  // For --help and error messages.
+  // PlanTrials may time it against the others: its messages cannot meet theirs. Halving-doubling
+  // and one-shot use tags of their own phases that a candidate's would meet.
+  bool raced;
+  bool needs_zones_with_several_ranks;  // Hierarchical: inside each zone, then across.
+  // Where set, the first messages may leave with the argument check's descriptors (small
+  // vectors only): this sends them, and the run finds them in AllReduceArgs::early.
+  std::vector<CollectiveContext::Pending> (*send_early)(CollectiveContext& ctx, const void* in,
+                                                        size_t bytes);
+  Phase early_phase;  // The phase of the tags send_early uses.
+  absl::Status (*run)(CollectiveContext& ctx, const AllReduceArgs& args);
+};
+
+std::span<const AllReduceAlgorithm> AllReduceAlgorithms();
+// Null where no algorithm has that name (or wire id).
+const AllReduceAlgorithm* FindAllReduceAlgorithm(absl::string_view name);
+const AllReduceAlgorithm* FindAllReduceAlgorithm(uint8_t wire_id);
+// "ring, halving_doubling, ...": the names, in the table's order.
+std::string AllReduceAlgorithmNames();
+// `algo` as an option: auto or a name of the table; otherwise an error that lists them.
+absl::Status CheckAllReduceAlgorithmOption(absl::string_view algo);
+// The option's help: one line per algorithm.
+std::string DescribeAllReduceAlgorithms();
+
+}  // namespace hmc
+
+#endif  // HMC_COLLECTIVES_ALLREDUCE_ALGORITHMS_H_

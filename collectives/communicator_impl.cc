@@ -1,0 +1,683 @@
+#include "collectives/communicator_impl.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "collectives/allreduce_algorithms.h"
+#include "collectives/broadcast.h"
+#include "collectives/halving_doubling.h"
+#include "collectives/host_collectives.h"
+#include "core/log.h"
+#include "core/placement.h"
+#include "core/socket.h"
+#include "transports/transport_factory.h"
+
+namespace hmc {
+namespace {
+
+// The epoch of a freshly completed world (the coordinator's first table).
+constexpr uint32_t kInitialEpoch = 1;
+
+// How long a Work's Wait() without a deadline waits past the call's deadline: the worker ends the
+// call by its deadline and then drains its requests (CollectiveContext::Drain, 30 s at most).
+constexpr absl::Duration kDrainGrace = absl::Seconds(35);
+
+}  // namespace
+
+CommunicatorImpl::CommunicatorImpl(int id, std::vector<std::shared_ptr<Channel>> channels,
+                                   const PeerTable& table, const Options& options,
+                                   LinkProbeRecord probe)
+    : id_(id), options_(options) {
+  pool_ = std::make_unique<WorkerPool>(static_cast<int>(options.workers));
+  callbacks_ = std::make_shared<WorkerPool>(1);
+  MutexLock lock(&mu_);
+  world_channels_ = std::move(channels);
+  world_channels_.resize(std::max(world_channels_.size(), table.peers.size()));
+  probe_ = std::move(probe);
+  group_ = Group::Make(table, id, world_channels_, WorldLinks(probe_, table));
+  world_table_ = table;
+  membership_thread_ = std::thread([this] { MembershipLoop(); });
+}
+
+std::unique_ptr<CommunicatorImpl> CommunicatorImpl::CreateFromChannels(
+    int rank, std::vector<std::shared_ptr<Channel>> channels, const Options& options,
+    const std::vector<std::string>& zones) {
+  PeerTable table;
+  table.epoch = kInitialEpoch;
+  table.world_size = static_cast<int>(channels.size());
+  for (int r = 0; r < table.world_size; ++r) {
+    PeerEntry entry;
+    entry.rank = r;
+    entry.zone = zones.empty() ? options.zone : zones[r % zones.size()];
+    table.peers.push_back(entry);
+  }
+  return std::unique_ptr<CommunicatorImpl>(
+      new CommunicatorImpl(rank, std::move(channels), table, options));
+}
+
+std::shared_ptr<const Group> CommunicatorImpl::group() const {
+  MutexLock lock(&mu_);
+  return group_;
+}
+
+namespace {
+
+// Binds this rank where options.bind and its local rank say (core/placement.h), the progress
+// threads near the interface that reaches the coordinator (`ip`'s); returns what it did, for
+// reports. A machine hwloc cannot read leaves the rank unbound, with the reason logged.
+std::string PlaceThisRank(const Options& options, const std::string& ip) {
+  if (!options.bind) return "unbound (bind=0)";
+  const PlacementRequest request{static_cast<int>(options.local_rank),
+                                 static_cast<int>(options.local_size), InterfaceOf(ip)};
+  absl::StatusOr<Placement> plan = absl::UnknownError("no machine");
+  absl::StatusOr<std::unique_ptr<Machine>> machine = Machine::Load();
+  if (!machine.ok()) {
+    plan = machine.status();
+  } else {
+    plan = PlanPlacement(**machine, request,
+                         request.nic.empty() ? std::nullopt : (*machine)->NicLocality(request.nic));
+  }
+  absl::Status installed = plan.status();
+  const std::string all_cpus = machine.ok() ? (*machine)->AllCpus() : "";
+  if (plan.ok()) installed = InstallPlacement(std::move(*machine), *plan);
+  if (!installed.ok()) {
+    Logf("placement", "threads unbound: %s", installed.message());
+    return absl::StrCat("unbound: ", installed.message());
+  }
+  // Logged where it binds anything: a rank alone on its machine, with its NIC's place unknown,
+  // runs where it would unbound.
+  if (plan->cpus != all_cpus || plan->progress_cpus != plan->cpus) {
+    Logf("placement", "local rank %d of %d: %s", request.local_rank, request.local_size,
+         plan->Describe());
+  }
+  return plan->Describe();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Create(const Options& options) {
+  if (absl::Status s = CheckAllReduceAlgorithmOption(options.algo); !s.ok()) return s;
+  const absl::Time deadline = absl::Now() + options.connect_timeout;
+  RaiseDescriptorLimit();
+  absl::StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
+  if (!client.ok()) return client.status();
+  if (options.token.empty()) {
+    Logf("auth", "insecure: no token; the coordinator and every peer accept anyone who connects");
+  }
+  // Unless options.bind_addr says otherwise, peers reach this rank at the interface that reaches
+  // the coordinator, any port.
+  SocketAddress local = (*client)->local_address();
+  local.set_port(0);
+  // Before the transport and the workers start their threads, which bind themselves.
+  std::string placement = PlaceThisRank(options, local.host());
+  absl::StatusOr<std::unique_ptr<Transport>> transport =
+      MakeTransport(options, {.default_bind = local.ToString(), .epoch = kInitialEpoch});
+  if (!transport.ok()) return transport.status();
+  if (absl::Status s = (*client)->Join((*transport)->address(), deadline); !s.ok()) return s;
+  absl::StatusOr<PeerTable> table = (*client)->WaitForPeers(deadline);
+  if (!table.ok()) return table.status();
+  const int rank = (*client)->rank();
+  const bool joining = table->peers[rank].joining;
+  std::vector<PeerAddress> addresses;
+  for (const PeerEntry& p : table->peers) {
+    if (p.alive || p.rank == rank) {
+      addresses.push_back(PeerAddress{p.rank, p.address, table->Describe(p.rank), p.zone});
+    }
+  }
+  absl::StatusOr<std::vector<std::shared_ptr<Channel>>> channels =
+      (*transport)->ConnectAll(rank, addresses, deadline);
+  if (!channels.ok()) return channels.status();
+  LinkProbeRecord probe;
+  if (joining) {
+    // Its links are not probed: it reports the round trips its connections measured and the
+    // probe it knows, from which every rank infers the rest alike (joiner_links.h).
+    JoinedLinks measured;
+    measured.rtt_ms.assign(table->peers.size(), -1);
+    for (const std::shared_ptr<Channel>& channel : *channels) {
+      if (channel == nullptr) continue;
+      const double rtt = absl::ToDoubleMilliseconds(channel->round_trip());
+      measured.rtt_ms[channel->peer_rank()] = channel->local() ? 0 : rtt > 0 ? rtt : -1;
+    }
+    // The members put it there before any of them let a rank join; a coordinator restarted
+    // since has none (the links are then planned unmeasured), so it is not waited for long.
+    absl::StatusOr<std::string> recorded = (*client)->Get(
+        LinkProbeKey(options.world_id), std::min(deadline, absl::Now() + absl::Milliseconds(300)));
+    if (recorded.ok()) {
+      absl::StatusOr<LinkProbeRecord> parsed = LinkProbeRecord::Parse(*recorded);
+      if (parsed.ok()) probe = *std::move(parsed);
+    }
+    measured.probe = probe.Fingerprint();
+    // Every member accepted this rank's streams: the coordinator may make it one.
+    table = (*client)->FinishJoin(measured, deadline);
+    if (!table.ok()) return table.status();
+    Logf("comm", "rank %d joined the running group at epoch %d (%d members)", rank, table->epoch,
+         table->Members().size());
+  }
+  std::unique_ptr<CommunicatorImpl> comm(
+      new CommunicatorImpl(rank, std::move(*channels), *table, options, std::move(probe)));
+  comm->joined_running_group_ = joining;
+  comm->placement_ = std::move(placement);
+  if (!options.prices.empty()) {
+    absl::StatusOr<PriceTable> prices = PriceTable::Load(options.prices);
+    if (!prices.ok()) return prices.status();
+    comm->prices_ = *std::move(prices);
+  }
+  comm->transport_ = std::move(*transport);
+  comm->coordinator_ = std::move(*client);
+  CommunicatorImpl* raw = comm.get();
+  // Channel errors already begin with the peer's description.
+  comm->transport_->SetFailureCallback(
+      [raw](int id, const absl::Status& why) { raw->OnPeerLost(id, why); });
+  comm->coordinator_->SetMembershipCallback([raw](const PeerTable& table) {
+    if (table.epoch == 0) {
+      raw->OnCoordinatorLost();  // The data path goes on without it.
+    } else {
+      raw->ApplyMembership(table);
+    }
+  });
+  // A table that came between the one above and the callback.
+  comm->ApplyMembership(comm->coordinator_->table());
+  comm->stream_choice_.streams = options.connections_per_peer();
+  if (joining) {
+    {
+      MutexLock lock(&comm->mu_);
+      comm->ledger_.standing.newcomer = true;
+      comm->state_stale_ = true;
+    }
+    // The members reconcile the epoch that made this rank one; its probes are theirs to run
+    // together, so a newcomer plans without its links measured until the next ProbeLinks.
+    comm->Reconcile(comm->group());
+    return comm;
+  }
+  // The probes' calls end by Create's deadline: a link that drops everything fails Create.
+  comm->setup_deadline_ = deadline;
+  if (options.streams == 0 && comm->size() > 1) {
+    if (absl::Status s = comm->ProbeStreams(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("choosing streams per peer: ", s.message()));
+    }
+  }
+  if (options.probe && comm->size() > 1) {
+    if (absl::Status s = comm->ProbeLinks(); !s.ok()) {
+      return absl::Status(s.code(), absl::StrCat("probing links: ", s.message()));
+    }
+  } else if (absl::Status s = comm->RecordProbe(); !s.ok()) {
+    return s;
+  }
+  comm->setup_deadline_ = absl::InfiniteFuture();
+  return comm;
+}
+
+CommunicatorImpl::~CommunicatorImpl() {
+  pool_.reset();  // Runs what is queued; each call ends by its deadline.
+  {
+    MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  membership_thread_.join();
+  if (transport_ != nullptr && health().ok()) transport_->Shutdown(absl::Now() + absl::Seconds(5));
+  // Each callback's thread is joined before what it touches goes away: the coordinator client's
+  // thread first, then the transport's progress thread, then the channels.
+  if (coordinator_ != nullptr) {
+    coordinator_->SetMembershipCallback(nullptr);
+    coordinator_->Leave();
+  }
+  coordinator_.reset();
+  if (transport_ != nullptr) transport_->SetFailureCallback(nullptr);
+  transport_.reset();
+}
+
+absl::Status CommunicatorImpl::health() const {
+  MutexLock lock(&mu_);
+  return broken_;
+}
+
+std::vector<LinkStats> CommunicatorImpl::link_stats() const {
+  std::shared_ptr<const Group> g = group();
+  std::vector<LinkStats> stats(g->size());
+  for (int i = 0; i < g->size(); ++i) {
+    if (g->channels[i] != nullptr) stats[i] = g->channels[i]->stats();
+  }
+  return stats;
+}
+
+void CommunicatorImpl::Abort(const absl::Status& why) {
+  {
+    MutexLock lock(&mu_);
+    if (!broken_.ok()) return;
+    broken_ = why;
+  }
+  Logf("comm", "rank %d: aborting: %s", id_, why.message());
+  std::vector<std::shared_ptr<Channel>> channels;
+  {
+    MutexLock lock(&mu_);
+    channels = world_channels_;
+  }
+  for (auto& channel : channels) {
+    if (channel != nullptr) channel->Close(why);
+  }
+}
+
+absl::Time CommunicatorImpl::CallDeadline(absl::Duration timeout) const {
+  return std::min(absl::Now() + timeout, setup_deadline_);
+}
+
+absl::Status CommunicatorImpl::CheckBuffers(const Buffer& in, const Buffer& out, size_t in_count,
+                                            size_t out_count) const {
+  if (!in.device.is_host() || !out.device.is_host()) {
+    return absl::UnimplementedError("device buffers need the CUDA layer; pass host buffers");
+  }
+  if (in.dtype != out.dtype) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("input is %s but output is %s", DTypeName(in.dtype), DTypeName(out.dtype)));
+  }
+  if (in.count != in_count || out.count != out_count) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("expected %d input and %d output elements, got %d and %d", in_count,
+                        out_count, in.count, out.count));
+  }
+  if ((in.count > 0 && in.data == nullptr) || (out.count > 0 && out.data == nullptr)) {
+    return absl::InvalidArgumentError("null buffer");
+  }
+  return absl::OkStatus();
+}
+
+std::shared_ptr<Work> CommunicatorImpl::Launch(std::shared_ptr<const Group> g,
+                                               CallDescriptor descriptor, absl::Status local_check,
+                                               std::string algorithm_name, const CallOptions& call,
+                                               Algorithm algorithm, size_t chunk_bytes,
+                                               std::string plan_detail, AveragingAttempt* attempt,
+                                               EarlySend send_early) {
+  const absl::Duration timeout =
+      call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
+  const absl::Time deadline = CallDeadline(timeout);
+  auto work = std::make_shared<Work>(deadline + kDrainGrace);
+  uint32_t sequence = 0;  // 0: the call's epoch had ended when it was made.
+  {
+    MutexLock lock(&mu_);
+    if (g->epoch == group_->epoch) sequence = next_sequence_++;
+  }
+  CollectiveReport report;
+  report.name = absl::StrFormat("%s #%d.%d", CollectiveName(descriptor.kind), g->epoch, sequence);
+  report.algorithm = std::move(algorithm_name);
+  report.plan = std::move(plan_detail);
+  descriptor.locally_invalid = !local_check.ok();
+  if (!local_check.ok() && !options_.check_args) {
+    work->Complete(
+        absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s", report.name, g->rank,
+                                                         local_check.message())),
+        report);
+    return work;
+  }
+  if (chunk_bytes == 0) chunk_bytes = static_cast<size_t>(options_.chunk_bytes);
+  pool_->Submit([this, g, work, sequence, descriptor, local_check, report, deadline, chunk_bytes,
+                 attempt, algorithm = std::move(algorithm),
+                 send_early = std::move(send_early)]() mutable {
+    if (absl::Status broken = health(); !broken.ok()) {
+      work->Complete(
+          absl::FailedPreconditionError(absl::StrFormat("%s on rank %d: communicator unusable: %s",
+                                                        report.name, g->rank, broken.message())),
+          report);
+      return;
+    }
+    if (sequence == 0 || group()->epoch != g->epoch) {
+      work->Complete(MembershipChangedError(g->epoch, group()->epoch,
+                                            "the call was made in an epoch that ended"),
+                     report);
+      return;
+    }
+    CollectiveContext ctx(g->rank, g->size(), &g->channels, EpochSequence(g->epoch, sequence),
+                          report.name, deadline, chunk_bytes, &scratch_);
+    if (options_.pace_sends) ctx.EnablePacing(send_bytes_per_s_.load());
+    const absl::Time start = absl::Now();
+    absl::Status checked;
+    std::vector<CallDescriptor> descriptors;  // Every member's, for an averaging attempt.
+    if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier || attempt != nullptr) {
+      ArgumentCheck check(ctx, descriptor);
+      if (send_early) send_early(ctx);
+      checked = check.Verdict(attempt != nullptr ? &descriptors : nullptr);
+      if (absl::IsInvalidArgument(checked)) {
+        if (absl::Status s = check.DiscardEarlyData(); !s.ok()) checked = s;
+      }
+    }
+    // A verdict of the check (OK or a mismatch) is the same on every rank.
+    const bool verdict = checked.ok() || absl::IsInvalidArgument(checked);
+    absl::Status status = checked;
+    if (!local_check.ok() && verdict) {
+      // This rank's own reason is more precise than "buffers differ".
+      status = absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s", report.name,
+                                                                g->rank, local_check.message()));
+    }
+    report.check_time = absl::Now() - start;
+    bool ran = false;
+    if (status.ok()) {
+      ctx.BeginPhases();
+      if (attempt != nullptr) status = PrepareAttempt(ctx, descriptors, attempt);
+      if (status.ok()) status = algorithm(ctx);
+      if (status.ok() && attempt != nullptr) status = VoteOnAttempt(ctx, *g, attempt);
+      ran = true;
+    }
+    report.data_time = absl::Now() - start - report.check_time;
+    // The NIC does not change: what one call measured paces the next ones' sends too. (Calls
+    // may run on several workers at once, hence the atomic maximum.)
+    double seen = send_bytes_per_s_.load();
+    while (ctx.send_bytes_per_s() > seen &&
+           !send_bytes_per_s_.compare_exchange_weak(seen, ctx.send_bytes_per_s())) {
+    }
+    report.send_bytes_per_s = ctx.send_bytes_per_s();
+    report.paced_links = ctx.paced_links();
+    report.phases = ctx.phases();
+    report.bytes_sent = ctx.bytes_sent();
+    report.bytes_received = ctx.bytes_received();
+    AccountEgress(*g, ctx.bytes_sent_to(), report);
+    // Ranks stay in step when no data moved and the check's verdict was shared; otherwise the
+    // epoch cannot go on.
+    if (!status.ok() && (ran || !verdict)) status = AfterFailure(*g, status);
+    ctx.Drain();
+    work->Complete(status, report);
+  });
+  return work;
+}
+
+LinkMatrix CommunicatorImpl::links() const { return *group()->links; }
+
+absl::StatusOr<AllReducePlan> CommunicatorImpl::PlanAllReduce(const Group& g, const Buffer& in,
+                                                              const CallOptions& call) const {
+  TunerInput input;
+  input.bytes = in.bytes();
+  input.zone_of = g.zone_of;
+  input.links = g.links.get();
+  input.algo = call.algo.empty() ? options_.algo : call.algo;
+  input.codec_inter = call.codec_inter.empty() ? options_.codec_inter : call.codec_inter;
+  input.codec_intra = call.codec_intra.empty() ? options_.codec_intra : call.codec_intra;
+  input.shares = call.shares.empty() ? options_.shares : call.shares;
+  input.small_message_bytes = static_cast<size_t>(options_.small_message_bytes);
+  input.chunk_bytes = static_cast<size_t>(options_.chunk_bytes);
+  input.codec_encode_bytes_per_s = g.links->auto_codec_bytes_per_s;
+  return ChoosePlan(input);
+}
+
+absl::StatusOr<const Codec*> CommunicatorImpl::CodecFor(const std::string& spec) {
+  if (spec == "none") return nullptr;
+  MutexLock lock(&mu_);
+  auto it = codecs_.find(spec);
+  if (it == codecs_.end()) {
+    absl::StatusOr<std::unique_ptr<Codec>> codec = MakeCodec(spec);
+    if (!codec.ok()) return codec.status();
+    it = codecs_.emplace(spec, *std::move(codec)).first;
+  }
+  return it->second.get();
+}
+
+void CommunicatorImpl::AccountEgress(const Group& g, const std::vector<uint64_t>& bytes_sent_to,
+                                     CollectiveReport& report) const {
+  const std::string& mine = g.peers.peers[g.rank].zone;
+  for (size_t peer = 0; peer < bytes_sent_to.size(); ++peer) {
+    const std::string& theirs = g.peers.peers[peer].zone;
+    if (theirs == mine) continue;
+    report.bytes_sent_across_zones += bytes_sent_to[peer];
+    report.egress_usd += bytes_sent_to[peer] / 1e9 * prices_.UsdPerGb(mine, theirs);
+  }
+}
+
+std::vector<std::string> CommunicatorImpl::TrialCandidates(const Group& g,
+                                                           const std::string& rules_choice) const {
+  std::vector<std::string> candidates = {rules_choice};
+  const bool zones_share_ranks = ZonesShareRanks(g.zone_of);
+  for (const AllReduceAlgorithm& a : AllReduceAlgorithms()) {
+    if (!a.raced || a.name == rules_choice) continue;
+    if (a.needs_zones_with_several_ranks && !zones_share_ranks) continue;
+    candidates.emplace_back(a.name);
+  }
+  return candidates;
+}
+
+std::shared_ptr<Work> CommunicatorImpl::AllReduce(const Buffer& in, const Buffer& out, ReduceOp op,
+                                                  const CallOptions& call) {
+  return LaunchAllReduce(group(), in, out, op, call, /*round=*/nullptr);
+}
+
+std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Group> g,
+                                                        const Buffer& in, const Buffer& out,
+                                                        ReduceOp op, const CallOptions& call,
+                                                        AveragingAttempt* round) {
+  absl::Status check = CheckBuffers(in, out, in.count, in.count);
+  absl::StatusOr<AllReducePlan> planned = PlanAllReduce(*g, in, call);
+  // An algorithm the rules chose for a large message is tried against the others (plan_trials.h).
+  std::string trial_class;
+  PlanTrials::Step step;
+  const std::shared_ptr<PlanTrials> trials = g->trials;
+  const AllReduceAlgorithm* rules_choice =
+      planned.ok() ? FindAllReduceAlgorithm(planned->algorithm) : nullptr;
+  if (rules_choice != nullptr && rules_choice->raced && options_.explore && g->size() > 1 &&
+      !planned->algorithm_forced) {
+    trial_class =
+        absl::StrFormat("%d|%s|%s|%s|%s|%s", std::bit_width(in.bytes()), DTypeName(in.dtype),
+                        ReduceOpName(op), planned->codec_inter, planned->codec_intra, call.shares);
+    const absl::Duration timeout =
+        call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
+    step =
+        trials->Next(trial_class, TrialCandidates(*g, planned->algorithm), CallDeadline(timeout));
+    CallOptions tried = call;
+    tried.algo = step.algorithm;
+    planned = PlanAllReduce(*g, in, tried);
+    if (planned.ok()) planned->why = step.why;
+  }
+  if (check.ok() && !planned.ok()) check = planned.status();
+  const AllReducePlan plan = planned.ok() ? *planned : AllReducePlan{};
+  const AllReduceAlgorithm* algorithm = FindAllReduceAlgorithm(plan.algorithm);
+  if (check.ok() && algorithm == nullptr) {
+    check = absl::InvalidArgumentError(absl::StrFormat("unknown all-reduce algorithm '%s' (%s)",
+                                                       plan.algorithm, AllReduceAlgorithmNames()));
+  }
+  // Codecs by link class; a bad spec fails the call on this rank (and so on every rank).
+  const Codec* inter = nullptr;
+  const Codec* intra = nullptr;
+  for (auto [spec, codec] : {std::pair{&plan.codec_inter, &inter}, {&plan.codec_intra, &intra}}) {
+    absl::StatusOr<const Codec*> made = CodecFor(*spec);
+    if (check.ok() && !made.ok()) check = made.status();
+    if (made.ok()) *codec = *made;
+  }
+  CallDescriptor d{round != nullptr ? CollectiveKind::kAverage : CollectiveKind::kAllReduce,
+                   in.dtype,
+                   op,
+                   algorithm != nullptr ? algorithm->wire_id : uint8_t{0},
+                   0,
+                   in.count};
+  d.plan = plan.Fingerprint();
+  if (round != nullptr) {
+    d.round = round->round;
+    d.weight = round->weight;
+    d.state = round->state != nullptr ? round->state->Fingerprint() : 0;
+    d.stale = round->stale;
+  }
+  // An algorithm's early data (the one-shot's) leaves with the argument check's descriptors:
+  // small vectors only, and not in an averaging attempt, whose members' data may change once the
+  // check shares who is stale.
+  auto early_sends = std::make_shared<std::optional<std::vector<CollectiveContext::Pending>>>();
+  EarlySend send_early;
+  if (algorithm != nullptr && algorithm->send_early != nullptr && check.ok() && round == nullptr &&
+      step.trial < 0 && g->size() > 1 && in.count > 0 && in.bytes() <= kMaxEarlyBytes) {
+    d.early_bytes = in.bytes();
+    d.early_phase = algorithm->early_phase;
+    send_early = [=](CollectiveContext& ctx) {
+      *early_sends = algorithm->send_early(ctx, in.data, in.bytes());
+    };
+  }
+  const std::string detail = CodecsApply(in.dtype, op)
+                                 ? absl::StrFormat("%s; codecs inter=%s intra=%s", plan.why,
+                                                   plan.codec_inter, plan.codec_intra)
+                                 : plan.why;
+  auto run = [=](CollectiveContext& ctx) {
+    if (in.count == 0) return absl::OkStatus();
+    if (g->size() == 1) {
+      if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
+      return absl::OkStatus();
+    }
+    return algorithm->run(
+        ctx, AllReduceArgs{.in = in.data,
+                           .out = out.data,
+                           .count = in.count,
+                           .dtype = in.dtype,
+                           .op = op,
+                           .zone_of = g->zone_of,
+                           .shares = plan.shares,
+                           .inter = inter,
+                           .intra = intra,
+                           .feedback = call.feedback,
+                           .early = early_sends->has_value() ? &**early_sends : nullptr});
+  };
+  if (step.trial < 0) {
+    return Launch(g, d, check, plan.algorithm, call, run, plan.chunk_bytes, detail, round,
+                  std::move(send_early));
+  }
+  // A trial: its time is the slowest rank's, agreed inside the call, so every rank records the
+  // same. Halving-doubling's phases are not among the candidates': its messages cannot meet theirs.
+  auto agreed = std::make_shared<double>(PlanTrials::kFailed);
+  std::shared_ptr<Work> work = Launch(
+      g, d, check, plan.algorithm, call,
+      [run, agreed](CollectiveContext& ctx) {
+        const absl::Time start = absl::Now();
+        absl::Status s = run(ctx);
+        double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+        if (s.ok()) {
+          s = HalvingDoublingAllReduce(ctx, &seconds, &seconds, 1, DType::kF64, ReduceOp::kMax);
+        }
+        if (s.ok()) *agreed = seconds;
+        return s;
+      },
+      plan.chunk_bytes, detail, round);
+  work->OnDone([trials, trial_class, trial = step.trial, agreed](const absl::Status& status) {
+    trials->Finished(trial_class, trial, status.ok() ? *agreed : PlanTrials::kFailed);
+  });
+  return work;
+}
+
+std::shared_ptr<Work> CommunicatorImpl::ReduceScatter(const Buffer& in, const Buffer& out,
+                                                      ReduceOp op, const CallOptions& call) {
+  std::shared_ptr<const Group> g = group();
+  absl::Status check = CheckBuffers(in, out, out.count * g->size(), out.count);
+  CallDescriptor d{CollectiveKind::kReduceScatter, in.dtype, op, 1, 0, out.count};
+  return Launch(g, d, check, "ring", call, [=](CollectiveContext& ctx) {
+    if (out.count == 0) return absl::OkStatus();
+    return RingReduceScatterBlocks(ctx, in.data, out.data, out.count, in.dtype, op);
+  });
+}
+
+std::shared_ptr<Work> CommunicatorImpl::AllGather(const Buffer& in, const Buffer& out,
+                                                  const CallOptions& call) {
+  std::shared_ptr<const Group> g = group();
+  absl::Status check = CheckBuffers(in, out, in.count, in.count * g->size());
+  CallDescriptor d{CollectiveKind::kAllGather, in.dtype, ReduceOp::kSum, 1, 0, in.count};
+  return Launch(g, d, check, "ring", call, [=](CollectiveContext& ctx) {
+    if (in.count == 0) return absl::OkStatus();
+    return RingAllGatherBlocks(ctx, in.data, out.data, in.count, in.dtype);
+  });
+}
+
+std::shared_ptr<Work> CommunicatorImpl::Broadcast(const Buffer& in, const Buffer& out, int root,
+                                                  const CallOptions& call) {
+  std::shared_ptr<const Group> g = group();
+  absl::Status check = CheckBuffers(in, out, out.count, out.count);
+  if (check.ok() && (root < 0 || root >= g->size())) {
+    check = absl::InvalidArgumentError(
+        absl::StrFormat("root %d is outside a group of %d ranks", root, g->size()));
+  }
+  CallDescriptor d{CollectiveKind::kBroadcast, out.dtype, ReduceOp::kSum, 1, root, out.count};
+  return Launch(g, d, check, "chain", call, [=](CollectiveContext& ctx) {
+    if (out.count == 0) return absl::OkStatus();
+    if (g->rank == root && in.data != out.data) std::memcpy(out.data, in.data, out.bytes());
+    return ChainBroadcast(ctx, out.byte_data(), out.bytes(), root);
+  });
+}
+
+std::shared_ptr<Work> CommunicatorImpl::Send(const Buffer& buffer, int peer) {
+  return PointToPoint(buffer, peer, /*send=*/true);
+}
+
+std::shared_ptr<Work> CommunicatorImpl::Recv(const Buffer& buffer, int peer) {
+  return PointToPoint(buffer, peer, /*send=*/false);
+}
+
+std::shared_ptr<Work> CommunicatorImpl::PointToPoint(const Buffer& buffer, int peer, bool send) {
+  std::shared_ptr<const Group> g = group();
+  CollectiveReport report;
+  report.algorithm = "direct";
+  report.name =
+      absl::StrFormat("%s %s rank %d", send ? "send" : "recv", send ? "to" : "from", peer);
+  // A request the peer never matches would hold `buffer` forever: at the deadline the
+  // communicator gives up on the group, which ends the request.
+  auto work = std::make_shared<Work>(CallDeadline(options_.timeout), [this, report] {
+    Abort(absl::DeadlineExceededError(
+        absl::StrFormat("%s on rank %d: deadline exceeded", report.name, id_)));
+  });
+  absl::Status check = CheckBuffers(buffer, buffer, buffer.count, buffer.count);
+  if (check.ok() && (peer < 0 || peer >= g->size() || peer == g->rank)) {
+    check = absl::InvalidArgumentError(
+        absl::StrFormat("peer %d is not another rank of %d", peer, g->size()));
+  }
+  if (check.ok()) check = health();
+  if (!check.ok()) {
+    work->Complete(absl::Status(check.code(), absl::StrFormat("%s on rank %d: %s", report.name,
+                                                              g->rank, check.message())),
+                   report);
+    return work;
+  }
+  uint32_t count;
+  {
+    MutexLock lock(&mu_);
+    if (group_->epoch != g->epoch) {  // The counts belong to the new epoch now.
+      work->Complete(MembershipChangedError(g->epoch, group_->epoch,
+                                            "the call was made in an epoch that ended"),
+                     report);
+      return work;
+    }
+    std::vector<uint32_t>& counts = send ? sends_to_ : receives_from_;
+    const int id = g->ids[peer];
+    if (static_cast<int>(counts.size()) <= id) counts.resize(id + 1, 0);
+    count = counts[id]++;
+  }
+  const uint64_t tag = MakeTag(EpochSequence(g->epoch, count), Phase::kPointToPoint, 0, 0);
+  Channel& channel = *g->channels[peer];
+  RequestPtr request = send ? channel.Send(tag, buffer.data, buffer.bytes())
+                            : channel.Recv(tag, buffer.data, buffer.bytes());
+  (send ? report.bytes_sent : report.bytes_received) = buffer.bytes();
+  const absl::Time start = absl::Now();
+  // Runs on the progress thread: hands the completion, and the user's callbacks, to another.
+  request->Then([callbacks = callbacks_, work, report, start](const absl::Status& status) mutable {
+    report.data_time = absl::Now() - start;
+    work->Complete(status, report, callbacks.get());
+  });
+  return work;
+}
+
+std::shared_ptr<Work> CommunicatorImpl::Barrier(const CallOptions& call) {
+  return Launch(group(), CallDescriptor{}, absl::OkStatus(), "direct", call,
+                [](CollectiveContext&) { return absl::OkStatus(); });
+}
+
+std::string CommunicatorImpl::UserKey(const std::string& key) const {
+  return absl::StrCat("hmc/user/", options_.world_id, "/", key);
+}
+
+absl::Status CommunicatorImpl::PutKey(const std::string& key, const std::string& value) {
+  if (coordinator_ == nullptr) return absl::FailedPreconditionError("no coordinator");
+  return coordinator_->Put(UserKey(key), value, absl::Now() + options_.connect_timeout);
+}
+
+std::vector<absl::StatusOr<std::string>> CommunicatorImpl::GetKeys(
+    const std::vector<std::string>& keys, absl::Time deadline) {
+  if (coordinator_ == nullptr) {
+    return std::vector<absl::StatusOr<std::string>>(
+        keys.size(), absl::FailedPreconditionError("no coordinator"));
+  }
+  std::vector<std::string> scoped;
+  for (const std::string& key : keys) scoped.push_back(UserKey(key));
+  return coordinator_->GetMany(scoped, deadline);
+}
+
+}  // namespace hmc
