@@ -77,6 +77,7 @@ class CollectiveContext {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  const std::string& name() const { return name_; }  // "allreduce #1.12".
   size_t chunk_bytes() const { return chunk_bytes_; }
   absl::Time deadline() const { return deadline_; }
 

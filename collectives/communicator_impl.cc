@@ -98,6 +98,60 @@ std::string PlaceThisRank(const Options& options, const std::string& ip) {
   return plan->Describe();
 }
 
+// A rank that joins a running group: its links are not probed. It reports the round trips its
+// connections measured and the probe it knows, from which every rank infers the rest alike
+// (joiner_links.h), and waits for the coordinator to make it a member (`table` then holds that
+// epoch). Returns the probe it knows.
+absl::StatusOr<LinkProbeRecord> FinishJoining(CoordinatorClient& client,
+                                              const std::vector<std::shared_ptr<Channel>>& channels,
+                                              const Options& options, absl::Time deadline,
+                                              PeerTable& table) {
+  JoinedLinks measured;
+  measured.rtt_ms.assign(table.peers.size(), -1);
+  for (const std::shared_ptr<Channel>& channel : channels) {
+    if (channel == nullptr) continue;
+    const double rtt = absl::ToDoubleMilliseconds(channel->round_trip());
+    measured.rtt_ms[channel->peer_rank()] = channel->local() ? 0 : rtt > 0 ? rtt : -1;
+  }
+  // The members put it there before any of them let a rank join; a coordinator restarted since
+  // has none (the links are then planned unmeasured), so it is not waited for long.
+  LinkProbeRecord probe;
+  absl::StatusOr<std::string> recorded = client.Get(
+      LinkProbeKey(options.world_id), std::min(deadline, absl::Now() + absl::Milliseconds(300)));
+  if (recorded.ok()) {
+    absl::StatusOr<LinkProbeRecord> parsed = LinkProbeRecord::Parse(*recorded);
+    if (parsed.ok()) probe = *std::move(parsed);
+  }
+  measured.probe = probe.Fingerprint();
+  // Every member accepted this rank's streams: the coordinator may make it one.
+  absl::StatusOr<PeerTable> joined = client.FinishJoin(measured, deadline);
+  if (!joined.ok()) return joined.status();
+  table = *std::move(joined);
+  Logf("comm", "rank %d joined the running group at epoch %d (%d members)", client.rank(),
+       table.epoch, table.Members().size());
+  return probe;
+}
+
+// What an all-reduce (or an averaging attempt's, with `round`) tells its peers before data moves.
+CallDescriptor AllReduceDescriptor(const Buffer& in, ReduceOp op,
+                                   const AllReduceAlgorithm* algorithm, const AllReducePlan& plan,
+                                   const AveragingAttempt* round) {
+  CallDescriptor d{round != nullptr ? CollectiveKind::kAverage : CollectiveKind::kAllReduce,
+                   in.dtype,
+                   op,
+                   algorithm != nullptr ? algorithm->wire_id : uint8_t{0},
+                   0,
+                   in.count};
+  d.plan = plan.Fingerprint();
+  if (round != nullptr) {
+    d.round = round->round;
+    d.weight = round->weight;
+    d.state = round->state != nullptr ? round->state->Fingerprint() : 0;
+    d.stale = round->stale;
+  }
+  return d;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Create(const Options& options) {
@@ -134,29 +188,10 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Create(const
   if (!channels.ok()) return channels.status();
   LinkProbeRecord probe;
   if (joining) {
-    // Its links are not probed: it reports the round trips its connections measured and the
-    // probe it knows, from which every rank infers the rest alike (joiner_links.h).
-    JoinedLinks measured;
-    measured.rtt_ms.assign(table->peers.size(), -1);
-    for (const std::shared_ptr<Channel>& channel : *channels) {
-      if (channel == nullptr) continue;
-      const double rtt = absl::ToDoubleMilliseconds(channel->round_trip());
-      measured.rtt_ms[channel->peer_rank()] = channel->local() ? 0 : rtt > 0 ? rtt : -1;
-    }
-    // The members put it there before any of them let a rank join; a coordinator restarted
-    // since has none (the links are then planned unmeasured), so it is not waited for long.
-    absl::StatusOr<std::string> recorded = (*client)->Get(
-        LinkProbeKey(options.world_id), std::min(deadline, absl::Now() + absl::Milliseconds(300)));
-    if (recorded.ok()) {
-      absl::StatusOr<LinkProbeRecord> parsed = LinkProbeRecord::Parse(*recorded);
-      if (parsed.ok()) probe = *std::move(parsed);
-    }
-    measured.probe = probe.Fingerprint();
-    // Every member accepted this rank's streams: the coordinator may make it one.
-    table = (*client)->FinishJoin(measured, deadline);
-    if (!table.ok()) return table.status();
-    Logf("comm", "rank %d joined the running group at epoch %d (%d members)", rank, table->epoch,
-         table->Members().size());
+    absl::StatusOr<LinkProbeRecord> known =
+        FinishJoining(**client, *channels, options, deadline, *table);
+    if (!known.ok()) return known.status();
+    probe = *std::move(known);
   }
   std::unique_ptr<CommunicatorImpl> comm(
       new CommunicatorImpl(rank, std::move(*channels), *table, options, std::move(probe)));
@@ -194,22 +229,27 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Create(const
     comm->Reconcile(comm->group());
     return comm;
   }
+  if (absl::Status s = comm->ProbeAtCreation(deadline); !s.ok()) return s;
+  return comm;
+}
+
+absl::Status CommunicatorImpl::ProbeAtCreation(absl::Time deadline) {
   // The probes' calls end by Create's deadline: a link that drops everything fails Create.
-  comm->setup_deadline_ = deadline;
-  if (options.streams == 0 && comm->size() > 1) {
-    if (absl::Status s = comm->ProbeStreams(); !s.ok()) {
+  setup_deadline_ = deadline;
+  if (options_.streams == 0 && size() > 1) {
+    if (absl::Status s = ProbeStreams(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("choosing streams per peer: ", s.message()));
     }
   }
-  if (options.probe && comm->size() > 1) {
-    if (absl::Status s = comm->ProbeLinks(); !s.ok()) {
+  if (options_.probe && size() > 1) {
+    if (absl::Status s = ProbeLinks(); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("probing links: ", s.message()));
     }
-  } else if (absl::Status s = comm->RecordProbe(); !s.ok()) {
+  } else if (absl::Status s = RecordProbe(); !s.ok()) {
     return s;
   }
-  comm->setup_deadline_ = absl::InfiniteFuture();
-  return comm;
+  setup_deadline_ = absl::InfiniteFuture();
+  return absl::OkStatus();
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
@@ -286,6 +326,29 @@ absl::Status CommunicatorImpl::CheckBuffers(const Buffer& in, const Buffer& out,
   return absl::OkStatus();
 }
 
+absl::Status CommunicatorImpl::CheckArguments(
+    CollectiveContext& ctx, const CallDescriptor& descriptor, const absl::Status& local_check,
+    const EarlySend& send_early, std::vector<CallDescriptor>* descriptors, bool* verdict) const {
+  absl::Status checked;
+  if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier ||
+      descriptors != nullptr) {
+    ArgumentCheck check(ctx, descriptor);
+    if (send_early) send_early(ctx);
+    checked = check.Verdict(descriptors);
+    if (absl::IsInvalidArgument(checked)) {
+      if (absl::Status s = check.DiscardEarlyData(); !s.ok()) checked = s;
+    }
+  }
+  // A verdict of the check (OK or a mismatch) is the same on every rank; this rank's own reason
+  // is more precise than "buffers differ".
+  *verdict = checked.ok() || absl::IsInvalidArgument(checked);
+  if (!local_check.ok() && *verdict) {
+    return absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s", ctx.name(),
+                                                            ctx.rank(), local_check.message()));
+  }
+  return checked;
+}
+
 std::shared_ptr<Work> CommunicatorImpl::Launch(std::shared_ptr<const Group> g,
                                                CallDescriptor descriptor, absl::Status local_check,
                                                std::string algorithm_name, const CallOptions& call,
@@ -334,24 +397,10 @@ std::shared_ptr<Work> CommunicatorImpl::Launch(std::shared_ptr<const Group> g,
                           report.name, deadline, chunk_bytes, &scratch_);
     if (options_.pace_sends) ctx.EnablePacing(send_bytes_per_s_.load());
     const absl::Time start = absl::Now();
-    absl::Status checked;
     std::vector<CallDescriptor> descriptors;  // Every member's, for an averaging attempt.
-    if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier || attempt != nullptr) {
-      ArgumentCheck check(ctx, descriptor);
-      if (send_early) send_early(ctx);
-      checked = check.Verdict(attempt != nullptr ? &descriptors : nullptr);
-      if (absl::IsInvalidArgument(checked)) {
-        if (absl::Status s = check.DiscardEarlyData(); !s.ok()) checked = s;
-      }
-    }
-    // A verdict of the check (OK or a mismatch) is the same on every rank.
-    const bool verdict = checked.ok() || absl::IsInvalidArgument(checked);
-    absl::Status status = checked;
-    if (!local_check.ok() && verdict) {
-      // This rank's own reason is more precise than "buffers differ".
-      status = absl::Status(local_check.code(), absl::StrFormat("%s on rank %d: %s", report.name,
-                                                                g->rank, local_check.message()));
-    }
+    bool verdict = false;
+    absl::Status status = CheckArguments(ctx, descriptor, local_check, send_early,
+                                         attempt != nullptr ? &descriptors : nullptr, &verdict);
     report.check_time = absl::Now() - start;
     bool ran = false;
     if (status.ok()) {
@@ -446,29 +495,10 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
                                                         ReduceOp op, const CallOptions& call,
                                                         AveragingAttempt* round) {
   absl::Status check = CheckBuffers(in, out, in.count, in.count);
-  absl::StatusOr<AllReducePlan> planned = PlanAllReduce(*g, in, call);
-  // An algorithm the rules chose for a large message is tried against the others (plan_trials.h).
-  std::string trial_class;
-  PlanTrials::Step step;
-  const std::shared_ptr<PlanTrials> trials = g->trials;
-  const AllReduceAlgorithm* rules_choice =
-      planned.ok() ? FindAllReduceAlgorithm(planned->algorithm) : nullptr;
-  if (rules_choice != nullptr && rules_choice->raced && options_.explore && g->size() > 1 &&
-      !planned->algorithm_forced) {
-    trial_class =
-        absl::StrFormat("%d|%s|%s|%s|%s|%s", std::bit_width(in.bytes()), DTypeName(in.dtype),
-                        ReduceOpName(op), planned->codec_inter, planned->codec_intra, call.shares);
-    const absl::Duration timeout =
-        call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
-    step =
-        trials->Next(trial_class, TrialCandidates(*g, planned->algorithm), CallDeadline(timeout));
-    CallOptions tried = call;
-    tried.algo = step.algorithm;
-    planned = PlanAllReduce(*g, in, tried);
-    if (planned.ok()) planned->why = step.why;
-  }
-  if (check.ok() && !planned.ok()) check = planned.status();
-  const AllReducePlan plan = planned.ok() ? *planned : AllReducePlan{};
+  TriedPlan tried = PlanOrTry(*g, in, op, call);
+  const PlanTrials::Step& step = tried.step;
+  if (check.ok() && !tried.plan.ok()) check = tried.plan.status();
+  const AllReducePlan plan = tried.plan.ok() ? *tried.plan : AllReducePlan{};
   const AllReduceAlgorithm* algorithm = FindAllReduceAlgorithm(plan.algorithm);
   if (check.ok() && algorithm == nullptr) {
     check = absl::InvalidArgumentError(absl::StrFormat("unknown all-reduce algorithm '%s' (%s)",
@@ -482,19 +512,7 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
     if (check.ok() && !made.ok()) check = made.status();
     if (made.ok()) *codec = *made;
   }
-  CallDescriptor d{round != nullptr ? CollectiveKind::kAverage : CollectiveKind::kAllReduce,
-                   in.dtype,
-                   op,
-                   algorithm != nullptr ? algorithm->wire_id : uint8_t{0},
-                   0,
-                   in.count};
-  d.plan = plan.Fingerprint();
-  if (round != nullptr) {
-    d.round = round->round;
-    d.weight = round->weight;
-    d.state = round->state != nullptr ? round->state->Fingerprint() : 0;
-    d.stale = round->stale;
-  }
+  CallDescriptor d = AllReduceDescriptor(in, op, algorithm, plan, round);
   // An algorithm's early data (the one-shot's) leaves with the argument check's descriptors:
   // small vectors only, and not in an averaging attempt, whose members' data may change once the
   // check shares who is stale.
@@ -551,10 +569,36 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
         return s;
       },
       plan.chunk_bytes, detail, round);
-  work->OnDone([trials, trial_class, trial = step.trial, agreed](const absl::Status& status) {
+  work->OnDone([trials = g->trials, trial_class = tried.trial_class, trial = step.trial,
+                agreed](const absl::Status& status) {
     trials->Finished(trial_class, trial, status.ok() ? *agreed : PlanTrials::kFailed);
   });
   return work;
+}
+
+CommunicatorImpl::TriedPlan CommunicatorImpl::PlanOrTry(const Group& g, const Buffer& in,
+                                                        ReduceOp op,
+                                                        const CallOptions& call) const {
+  TriedPlan tried{.plan = PlanAllReduce(g, in, call)};
+  // An algorithm the rules chose for a large message is tried against the others (plan_trials.h).
+  const AllReduceAlgorithm* rules_choice =
+      tried.plan.ok() ? FindAllReduceAlgorithm(tried.plan->algorithm) : nullptr;
+  if (rules_choice == nullptr || !rules_choice->raced || !options_.explore || g.size() == 1 ||
+      tried.plan->algorithm_forced) {
+    return tried;
+  }
+  tried.trial_class = absl::StrFormat(
+      "%d|%s|%s|%s|%s|%s", std::bit_width(in.bytes()), DTypeName(in.dtype), ReduceOpName(op),
+      tried.plan->codec_inter, tried.plan->codec_intra, call.shares);
+  const absl::Duration timeout =
+      call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
+  tried.step = g.trials->Next(tried.trial_class, TrialCandidates(g, tried.plan->algorithm),
+                              CallDeadline(timeout));
+  CallOptions trial_call = call;
+  trial_call.algo = tried.step.algorithm;
+  tried.plan = PlanAllReduce(g, in, trial_call);
+  if (tried.plan.ok()) tried.plan->why = tried.step.why;
+  return tried;
 }
 
 std::shared_ptr<Work> CommunicatorImpl::ReduceScatter(const Buffer& in, const Buffer& out,

@@ -107,6 +107,13 @@ class CommunicatorImpl {
                                const CallOptions& call, Algorithm algorithm, size_t chunk_bytes = 0,
                                std::string plan_detail = "", AveragingAttempt* attempt = nullptr,
                                EarlySend send_early = nullptr);
+  // The argument check of a call on the worker (after `send_early`, where set); `descriptors`
+  // (an averaging attempt's) gets every member's. OK, a mismatch on every rank (InvalidArgument;
+  // this rank's own reason where it has one), or the failure that ended the exchange; `verdict`:
+  // whether the outcome is the check's, the same on every rank.
+  absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& descriptor,
+                              const absl::Status& local_check, const EarlySend& send_early,
+                              std::vector<CallDescriptor>* descriptors, bool* verdict) const;
   // Before an averaging attempt's all-reduce: takes every member's weight from the argument check
   // and, when a member is stale, transfers the shared state.
   absl::Status PrepareAttempt(CollectiveContext& ctx, const std::vector<CallDescriptor>& all,
@@ -159,10 +166,20 @@ class CommunicatorImpl {
   void Reconcile(const std::shared_ptr<const Group>& g);
   // A user key scoped to this world in the coordinator's store.
   std::string UserKey(const std::string& key) const;
+  // An all-reduce's plan: the rules' (the tuner's), or, while the trials of its size class still
+  // run, the candidate whose turn it is (trial_class names that class; step.trial >= 0).
+  struct TriedPlan {
+    absl::StatusOr<AllReducePlan> plan;
+    std::string trial_class;
+    PlanTrials::Step step;
+  };
+  TriedPlan PlanOrTry(const Group& g, const Buffer& in, ReduceOp op, const CallOptions& call) const;
   // The algorithms an auto all-reduce in `g` tries, the rules' choice first.
   std::vector<std::string> TrialCandidates(const Group& g, const std::string& rules_choice) const;
   absl::StatusOr<AllReducePlan> PlanAllReduce(const Group& g, const Buffer& in,
                                               const CallOptions& call) const;
+  // Create's probes, as the options ask, ended by Create's deadline.
+  absl::Status ProbeAtCreation(absl::Time deadline);
   // Measures the ring's links and sets every channel's active streams (stream_probe.cc).
   absl::Status ProbeStreams();
   // Rank 0 keeps the newest link probe in the coordinator (LinkProbeKey) for ranks that join

@@ -16,7 +16,6 @@
 namespace hmc {
 namespace {
 
-constexpr int kPings = 5;
 constexpr uint64_t kLongLinkStripeMinBytes = 16 << 10;
 
 }  // namespace
@@ -113,7 +112,7 @@ absl::Status CommunicatorImpl::ProbeLinks() {
   for (int p = 0; p < n; ++p) {
     if (p == self) continue;
     threads.emplace_back([&, p] {
-      absl::StatusOr<absl::Duration> rtt = FastestRoundTrip(*this, p, kPings);
+      absl::StatusOr<absl::Duration> rtt = FastestRoundTrip(*this, p, kProbePings);
       if (rtt.ok()) {
         matrix.rtt_ms[p * n + self] = absl::ToDoubleMilliseconds(*rtt);
       } else {

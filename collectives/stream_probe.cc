@@ -16,7 +16,6 @@ namespace {
 // Below stripe_min_bytes (each chunk takes one stream), and small, so that what is in flight when
 // the window closes (two per stream) drains quickly even from a slow link.
 constexpr size_t kChunkBytes = 64 << 10;
-constexpr int kPings = 5;
 constexpr double kSlowStartShare = 0.4;
 // All streams carried at least this share of max_streams times one stream's rate: linear scaling.
 constexpr double kLinearShare = 0.5;
@@ -168,10 +167,10 @@ absl::Status CommunicatorImpl::ProbeStreams() {
   {
     std::thread answer;
     if (prev != next) {
-      answer =
-          std::thread([&] { answering_prev = FastestRoundTrip(*this, prev, kPings).status(); });
+      answer = std::thread(
+          [&] { answering_prev = FastestRoundTrip(*this, prev, kProbePings).status(); });
     }
-    to_next = FastestRoundTrip(*this, next, kPings);
+    to_next = FastestRoundTrip(*this, next, kProbePings);
     if (answer.joinable()) answer.join();
   }
   if (!to_next.ok()) return to_next.status();

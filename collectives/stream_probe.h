@@ -65,6 +65,9 @@ std::pair<int, int> StreamsByLinkClass(const std::vector<int64_t>& choices,
 // its ping arrives and the time is this link's alone (a ring of pings would wait on its slowest
 // link).
 absl::StatusOr<absl::Duration> FastestRoundTrip(CommunicatorImpl& comm, int peer, int pings);
+// The pings both probes take per link: the fastest of five is the link's own round trip, not a
+// moment's queue.
+inline constexpr int kProbePings = 5;
 
 // Bytes received over time, as the probe's receiver sees them. The rate leaves out the first 40%
 // of the time between the first and the last arrival, which TCP spends in slow start.

@@ -1,7 +1,6 @@
 #include "core/coordinator.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,8 +50,7 @@ constexpr size_t kMaxQueuedBytes = 64 << 20;
 constexpr int kMaxUnauthenticated = 256;
 // Reads per readiness event (of 64 KiB each): one busy client cannot starve the others.
 constexpr int kReadsPerEvent = 16;
-constexpr uint64_t kWakeKey = ~uint64_t{0};
-constexpr uint64_t kListenKey = ~uint64_t{0} - 1;
+constexpr uint64_t kListenKey = ~uint64_t{0};
 }  // namespace
 
 absl::StatusOr<CoordinatorConfig> CoordinatorConfigFor(const Options& options) {
@@ -87,17 +85,16 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
   absl::StatusOr<SocketAddress> local = SocketAddress::LocalOf(c->listener_.get());
   if (!local.ok()) return local.status();
   c->address_ = *local;
-  c->epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
-  c->wake_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!c->epoll_.valid() || !c->wake_.valid()) {
-    return absl::InternalError("coordinator: epoll/eventfd failed");
+  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
+  if (!loop.ok()) {
+    return absl::Status(loop.status().code(),
+                        absl::StrCat("coordinator: ", loop.status().message()));
   }
+  c->loop_ = *std::move(loop);
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = kListenKey;
-  c->accept_.emplace(c->epoll_.get(), c->listener_.get(), ev);
-  ev.data.u64 = kWakeKey;
-  epoll_ctl(c->epoll_.get(), EPOLL_CTL_ADD, c->wake_.get(), &ev);
+  c->accept_.emplace(c->loop_->epoll_fd(), c->listener_.get(), ev);
   c->rank_fd_.assign(config.world_size, -1);
   c->table_.world_size = config.world_size;
   c->table_.peers.resize(config.world_size);
@@ -110,13 +107,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
 }
 
 Coordinator::~Coordinator() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  const uint64_t one = 1;
-  const ssize_t ignored = write(wake_.get(), &one, sizeof(one));
-  (void)ignored;
+  if (loop_ != nullptr) loop_->Stop();  // Null where Create failed before making it.
   if (thread_.joinable()) thread_.join();
 }
 
@@ -133,36 +124,22 @@ PeerTable Coordinator::table() const {
 std::vector<std::string> Coordinator::rejections() const { return rejections_.recent(); }
 
 void Coordinator::Loop() {
-  epoll_event events[64];
-  for (;;) {
-    {
-      MutexLock lock(&mu_);
-      if (stopping_) break;
+  while (loop_->RunOnce(100, [this](epoll_data_t data, uint32_t events) {
+    if (data.u64 == kListenKey) {
+      Accept();
+      return;
     }
-    const int n = epoll_wait(epoll_.get(), events, 64, 100);
-    for (int i = 0; i < n; ++i) {
-      const uint64_t key = events[i].data.u64;
-      if (key == kWakeKey) {
-        uint64_t value;
-        const ssize_t ignored = read(wake_.get(), &value, sizeof(value));
-        (void)ignored;
-      } else if (key == kListenKey) {
-        Accept();
-      } else {
-        auto it = connections_.find(static_cast<int>(key));
-        if (it == connections_.end()) continue;
-        Connection& c = *it->second;
-        if (c.stage == Connection::Stage::kTlsHandshake) {
-          OnReadable(c);  // Whichever way the handshake waited, it goes on.
-          continue;
-        }
-        if (events[i].events & EPOLLOUT) Flush(c);
-        if (connections_.count(static_cast<int>(key)) &&
-            (events[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))) {
-          OnReadable(c);
-        }
-      }
+    const int fd = static_cast<int>(data.u64);
+    auto it = connections_.find(fd);
+    if (it == connections_.end()) return;
+    Connection& c = *it->second;
+    if (c.stage == Connection::Stage::kTlsHandshake) {
+      OnReadable(c);  // Whichever way the handshake waited, it goes on.
+      return;
     }
+    if (events & EPOLLOUT) Flush(c);
+    if (connections_.count(fd) && (events & (EPOLLIN | EPOLLERR | EPOLLHUP))) OnReadable(c);
+  })) {
     CheckTimers();
   }
   // The listener goes before the connections: a rank that sees its connection close and redials
@@ -198,10 +175,7 @@ void Coordinator::Accept() {
     c->nonce = RandomNonce();
     c->challenged = absl::Now();
     SetNoDelay(fd).IgnoreError();
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.u64 = static_cast<uint64_t>(fd);
-    epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+    loop_->Watch(fd, epoll_data_t{.u64 = static_cast<uint64_t>(fd)}, EPOLLIN);
     Connection& ref = *c;
     connections_[fd] = std::move(c);
     Send(ref, FrameType::kChallenge, SerializeString(ref.nonce));
@@ -271,10 +245,7 @@ void Coordinator::Flush(Connection& c) {
 }
 
 void Coordinator::Watch(Connection& c, uint32_t events) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.u64 = static_cast<uint64_t>(c.fd.get());
-  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, c.fd.get(), &ev);
+  loop_->Modify(c.fd.get(), epoll_data_t{.u64 = static_cast<uint64_t>(c.fd.get())}, events);
 }
 
 bool Coordinator::ChooseProtection(Connection& c) {
@@ -765,7 +736,7 @@ void Coordinator::Drop(int fd, const std::string& reason) {
                 [id = it->second->id](const PendingGet& get) { return get.connection == id; });
   const int rank = it->second->rank;
   const bool evicted = it->second->evicted;  // Its failure was declared already.
-  epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  loop_->Unwatch(fd);
   connections_.erase(it);
   std::erase_if(waiting_joins_, [fd](const auto& waiting) { return waiting.first == fd; });
   if (rank < 0 || evicted) return;

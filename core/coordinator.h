@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "core/accept_gate.h"
 #include "core/coordinator_protocol.h"
+#include "core/event_loop.h"
 #include "core/frame_io.h"
 #include "core/mutex.h"
 #include "core/peer_table.h"
@@ -133,9 +134,8 @@ class Coordinator {
   SocketAddress address_;
   std::unique_ptr<TlsContext> tls_;
   UniqueFd listener_;
-  UniqueFd epoll_;
+  std::unique_ptr<EventLoop> loop_;
   std::optional<AcceptGate> accept_;
-  UniqueFd wake_;
   std::thread thread_;
 
   // Owned by the loop thread.
@@ -164,7 +164,6 @@ class Coordinator {
   mutable Mutex mu_;
   PeerTable table_ ABSL_GUARDED_BY(mu_);
   RejectionLog rejections_{"coordinator"};
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/log.h"
 #include "core/mutex.h"
@@ -159,7 +160,7 @@ absl::StatusOr<Placement> PlanPlacement(const Machine& machine, const PlacementR
 
 std::string InterfaceOf(const std::string& ip) {
   absl::StatusOr<SocketAddress> wanted = SocketAddress::Parse(
-      absl::StrFormat(ip.find(':') != std::string::npos ? "[%s]:0" : "%s:0", ip));
+      ip.find(':') != std::string::npos ? absl::StrCat("[", ip, "]:0") : absl::StrCat(ip, ":0"));
   if (!wanted.ok()) return "";
   ifaddrs* all = nullptr;
   if (getifaddrs(&all) != 0) return "";

@@ -12,6 +12,8 @@ namespace hmc {
 namespace {
 
 constexpr int kCompletionsPerRead = 16;
+// How soon an operation the provider refused (FI_EAGAIN) is tried again; progress runs meanwhile.
+constexpr absl::Duration kRetryAfter = absl::Microseconds(10);
 
 template <typename Fid>
 void CloseFid(Fid*& fid) {
@@ -114,6 +116,10 @@ OfiEndpoint::~OfiEndpoint() {
   CloseFid(ep_);
   // Closing the endpoint discards what was in flight: end those ops, so their requests complete.
   for (OfiOp* op : std::set<OfiOp*>(live_)) Finish(op, FI_ECANCELED, 0, 0);
+  for (Deferred& d : deferred_) {
+    if (d.done) d.done(nullptr, FI_ECANCELED, 0, 0);
+  }
+  deferred_.clear();
   CloseFid(av_);
   CloseFid(cq_);
   CloseFid(domain_);
@@ -136,26 +142,47 @@ absl::StatusOr<fi_addr_t> OfiEndpoint::Insert(const std::string& name) {
 }
 
 void OfiEndpoint::Start(std::function<ssize_t(void* context)> start, OfiDone done) {
-  auto* op = new OfiOp{};
-  op->done = std::move(done);
-  live_.insert(op);
-  if (ep_ == nullptr) {  // Closed: what starts now ends at once.
-    Finish(op, FI_ECANCELED, 0, 0);
+  // Behind an operation the provider refused for now, so that operations post in the order they
+  // were started: two sends (or receives) of one tag must not swap.
+  if (!deferred_.empty()) {
+    deferred_.push_back({std::move(start), std::move(done)});
     return;
   }
+  if (!TryStart(start, done)) {
+    deferred_.push_back({std::move(start), std::move(done)});
+    thread_.PostAfter(kRetryAfter, [this] { StartDeferred(); });
+  }
+}
+
+bool OfiEndpoint::TryStart(std::function<ssize_t(void* context)>& start, OfiDone& done) {
+  auto* op = new OfiOp{};
+  live_.insert(op);
+  if (ep_ == nullptr) {  // Closed: what starts now ends at once.
+    op->done = std::move(done);
+    Finish(op, FI_ECANCELED, 0, 0);
+    return true;
+  }
   const ssize_t r = start(&op->context);
-  if (r == 0) return;
   if (r == -FI_EAGAIN) {
     // The provider's queues are full: try again once progress has drained some of them.
     live_.erase(op);
-    auto again = std::make_shared<std::function<ssize_t(void*)>>(std::move(start));
-    auto finish = std::make_shared<OfiDone>(std::move(op->done));
     delete op;
-    thread_.PostAfter(absl::Microseconds(10),
-                      [this, again, finish] { Start(std::move(*again), std::move(*finish)); });
-    return;
+    return false;
   }
-  Finish(op, static_cast<int>(-r), 0, 0);
+  op->done = std::move(done);
+  if (r != 0) Finish(op, static_cast<int>(-r), 0, 0);
+  return true;
+}
+
+void OfiEndpoint::StartDeferred() {
+  while (!deferred_.empty()) {
+    Deferred& next = deferred_.front();
+    if (!TryStart(next.start, next.done)) {
+      thread_.PostAfter(kRetryAfter, [this] { StartDeferred(); });
+      return;
+    }
+    deferred_.pop_front();
+  }
 }
 
 void OfiEndpoint::Cancel(void* context) {

@@ -9,6 +9,7 @@
 #include <rdma/fi_tagged.h>
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <set>
@@ -60,6 +61,7 @@ class OfiEndpoint {
   absl::StatusOr<fi_addr_t> Insert(const std::string& name);
   // Starts an operation: `start` gets the op's context and returns what the libfabric call
   // returned; -FI_EAGAIN retries after progress. An error ends the op with its errno.
+  // Operations post in the order they are started (one refused for now holds back the later).
   void Start(std::function<ssize_t(void* context)> start, OfiDone done);
   // Asks the provider to cancel an op whose context Start gave (its done then gets ECANCELED).
   void Cancel(void* context);
@@ -72,6 +74,11 @@ class OfiEndpoint {
   void Handle(const fi_cq_tagged_entry* entries, ssize_t n);
   void HandleError();
   void Finish(OfiOp* op, int error, size_t length, size_t sent);
+  // Posts one operation; false, leaving `start` and `done` to the caller, where the provider
+  // asked to try again later (FI_EAGAIN).
+  bool TryStart(std::function<ssize_t(void* context)>& start, OfiDone& done);
+  // Posts the held-back operations, in order, until the provider refuses one again.
+  void StartDeferred();
 
   fi_info* info_ = nullptr;
   fid_fabric* fabric_ = nullptr;
@@ -82,6 +89,11 @@ class OfiEndpoint {
   bool cq_waits_ = true;  // fi_cq_sread works; else the thread naps a millisecond.
   std::string name_;
   std::set<OfiOp*> live_;  // Progress thread only.
+  struct Deferred {
+    std::function<ssize_t(void* context)> start;
+    OfiDone done;
+  };
+  std::deque<Deferred> deferred_;  // Refused for now, oldest first; progress thread only.
   ProgressThread thread_;
 };
 

@@ -109,11 +109,26 @@ class TcpChannel final : public Channel,
   bool shutdown_complete() const;
 
  private:
+  // Their definitions: tcp_channel_parts.h, shared by the files that implement the channel
+  // (tcp_channel*.cc: the API and streams; sending; receiving; the single-copy pull; control,
+  // goodbye and failure).
   struct SendOp;
   struct OutFrame;
   struct Incoming;
   struct Stream;
-  struct PendingPull;
+
+  static constexpr size_t kMaxLeaveReasonBytes = 4096;
+  static constexpr uint64_t kMaxControlOnDataStream = 8192;
+  // The range of a stream's bound on unsent bytes: a floor for connections still opening their
+  // window or just back from idle (whose window says little of the rate to come), a ceiling at the
+  // kernel's default largest send buffer.
+  static constexpr int kMinUnsentBytes = 64 << 10;
+  static constexpr int kMaxUnsentBytes = 4 << 20;
+  // SO_MAX_PACING_RATE's value for no cap (the kernel's ~0U; the option takes 32 bits).
+  static constexpr uint64_t kUnpaced = ~uint32_t{0};
+  // A rendezvous answer: the receiver neither pulled the message nor wants it streamed, because the
+  // call it belonged to was abandoned (DiscardTagsBelow). 0 and 1 mean streamed and pulled.
+  static constexpr uint8_t kRendezvousDropped = 2;
 
   void CloseWithNotice(const absl::Status& why);
   void PeerClosed();

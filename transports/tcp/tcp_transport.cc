@@ -1,7 +1,6 @@
 #include "transports/tcp/tcp_transport.h"
 
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,7 +40,6 @@ struct TcpTransport::Handshake {
 
 namespace {
 constexpr int kListenerStream = -1;
-constexpr int kWakeStream = -2;
 constexpr int kLocalListenerStream = -3;
 constexpr char kLocalPrefix[] = " local:";
 // Inbound connections that have not proven the token; past this the oldest is dropped for a new
@@ -80,21 +78,19 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
     t->local_listener_ = std::move(*local_listener);
     absl::StrAppend(&t->published_, kLocalPrefix, name);
   }
-  t->epoll_ = UniqueFd(epoll_create1(EPOLL_CLOEXEC));
-  t->wake_ = UniqueFd(eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-  if (!t->epoll_.valid() || !t->wake_.valid()) return absl::InternalError("epoll/eventfd failed");
+  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
+  if (!loop.ok()) return loop.status();
+  t->loop_ = *std::move(loop);
   t->listener_target_ = Target{nullptr, kListenerStream};
-  t->wake_target_ = Target{nullptr, kWakeStream};
   auto listen_event = [](Target* target) {
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = target;
     return ev;
   };
-  t->accept_.emplace(t->epoll_.get(), t->listener_.get(), listen_event(&t->listener_target_));
-  t->Watch(t->wake_.get(), &t->wake_target_, EPOLLIN);
+  t->accept_.emplace(t->loop_->epoll_fd(), t->listener_.get(), listen_event(&t->listener_target_));
   if (t->local_listener_.valid()) {
-    t->local_accept_.emplace(t->epoll_.get(), t->local_listener_.get(),
+    t->local_accept_.emplace(t->loop_->epoll_fd(), t->local_listener_.get(),
                              listen_event(&t->local_listener_target_));
   }
   t->thread_ = std::thread([raw = t.get()] { raw->Run(); });
@@ -102,11 +98,7 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
 }
 
 TcpTransport::~TcpTransport() {
-  {
-    MutexLock lock(&mu_);
-    stopping_ = true;
-  }
-  Post([] {});
+  if (loop_ != nullptr) loop_->Stop();  // Null where Create failed before making it.
   if (thread_.joinable()) thread_.join();
   stopped_ = true;
   if (shutdown_request_ != nullptr) shutdown_request_->Complete(absl::OkStatus());
@@ -115,31 +107,17 @@ TcpTransport::~TcpTransport() {
   }
 }
 
-void TcpTransport::Post(std::function<void()> work) {
-  {
-    MutexLock lock(&mu_);
-    posted_.push_back(std::move(work));
-  }
-  const uint64_t one = 1;
-  const ssize_t ignored = write(wake_.get(), &one, sizeof(one));
-  (void)ignored;
-}
+void TcpTransport::Post(std::function<void()> work) { loop_->Post(std::move(work)); }
 
 void TcpTransport::Watch(int fd, Target* target, uint32_t events) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.ptr = target;
-  epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, fd, &ev);
+  loop_->Watch(fd, epoll_data_t{.ptr = target}, events);
 }
 
 void TcpTransport::Modify(int fd, Target* target, uint32_t events) {
-  epoll_event ev{};
-  ev.events = events;
-  ev.data.ptr = target;
-  epoll_ctl(epoll_.get(), EPOLL_CTL_MOD, fd, &ev);
+  loop_->Modify(fd, epoll_data_t{.ptr = target}, events);
 }
 
-void TcpTransport::Unwatch(int fd) { epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
+void TcpTransport::Unwatch(int fd) { loop_->Unwatch(fd); }
 
 bool TcpTransport::ReserveUnexpected(uint64_t bytes) {
   // The lengths come off the wire: compared without a sum that could wrap.
@@ -180,42 +158,22 @@ void TcpTransport::SetFailureCallback(FailureCallback callback) {
 
 std::vector<std::string> TcpTransport::rejections() const { return rejections_.recent(); }
 
-void TcpTransport::RunPosted() {
-  std::vector<std::function<void()>> work;
-  {
-    MutexLock lock(&mu_);
-    work.swap(posted_);
-  }
-  for (auto& w : work) w();
-}
-
 void TcpTransport::Run() {
   BindThisThread(ThreadRole::kProgress);
-  epoll_event events[128];
-  for (;;) {
-    {
-      MutexLock lock(&mu_);
-      if (stopping_) break;
-    }
-    const int n = epoll_wait(epoll_.get(), events, 128, shutdown_request_ != nullptr ? 5 : 100);
-    for (int i = 0; i < n; ++i) {
-      auto* target = static_cast<Target*>(events[i].data.ptr);
-      if (target->channel != nullptr) {
-        target->channel->OnEvent(target->stream, events[i].events);
-      } else if (target->stream == kWakeStream) {
-        uint64_t value;
-        const ssize_t ignored = read(wake_.get(), &value, sizeof(value));
-        (void)ignored;
-      } else if (target->stream == kListenerStream) {
-        Accept(*accept_, /*local=*/false);
-      } else if (target->stream == kLocalListenerStream) {
-        Accept(*local_accept_, /*local=*/true);
-      } else if (auto it = handshakes_.find(target->stream); it != handshakes_.end()) {
-        OnHandshakeReadable(*it->second);
-      }
-    }
+  while (loop_->RunOnce(
+      shutdown_request_ != nullptr ? 5 : 100, [this](epoll_data_t data, uint32_t events) {
+        auto* target = static_cast<Target*>(data.ptr);
+        if (target->channel != nullptr) {
+          target->channel->OnEvent(target->stream, events);
+        } else if (target->stream == kListenerStream) {
+          Accept(*accept_, /*local=*/false);
+        } else if (target->stream == kLocalListenerStream) {
+          Accept(*local_accept_, /*local=*/true);
+        } else if (auto it = handshakes_.find(target->stream); it != handshakes_.end()) {
+          OnHandshakeReadable(*it->second);
+        }
+      })) {
     retired_handshakes_.clear();
-    RunPosted();
     CheckHandshakeDeadlines();
     CheckShutdown();
   }

@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "core/accept_gate.h"
+#include "core/event_loop.h"
 #include "core/frame_io.h"
 #include "core/mutex.h"
 #include "core/rejection_log.h"
@@ -84,7 +85,6 @@ class TcpTransport final : public Transport, private TcpLoop {
 
   explicit TcpTransport(const TcpTransportConfig& config);
   void Run();
-  void RunPosted();
   void Accept(AcceptGate& gate, bool local);
   // Drops the oldest connection still in its handshake (to make room for a new one).
   void ShedOldestHandshake(const std::string& why);
@@ -123,13 +123,11 @@ class TcpTransport final : public Transport, private TcpLoop {
   std::string published_;
   UniqueFd listener_;
   UniqueFd local_listener_;
-  UniqueFd epoll_;
-  UniqueFd wake_;
+  std::unique_ptr<EventLoop> loop_;
   std::optional<AcceptGate> accept_;
   std::optional<AcceptGate> local_accept_;
   std::thread thread_;
   Target listener_target_{nullptr, -1};
-  Target wake_target_{nullptr, -2};
   Target local_listener_target_{nullptr, -3};
 
   // Progress-thread state.
@@ -155,8 +153,6 @@ class TcpTransport final : public Transport, private TcpLoop {
   bool stopped_ = false;  // The progress thread has ended (destruction).
 
   mutable Mutex mu_;
-  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool all_connected_ ABSL_GUARDED_BY(mu_) = false;
   RejectionLog rejections_{"tcp"};
   FailureCallback failure_callback_ ABSL_GUARDED_BY(mu_);
