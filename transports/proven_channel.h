@@ -34,10 +34,7 @@ class ProvenChannel : public Channel {
     MutexLock lock(&mu_);
     return status_;
   }
-  LinkStats stats() const override {
-    return LinkStats{bytes_sent_.load(), bytes_received_.load(), messages_sent_.load(),
-                     messages_received_.load()};
-  }
+  LinkStats stats() const override { return counters_.Read(); }
   bool local() const override { return local_; }
   // Completes when the handshake finished both ways (or fails with why it did not).
   const RequestPtr& ready() const { return ready_; }
@@ -56,14 +53,8 @@ class ProvenChannel : public Channel {
     MutexLock lock(&mu_);
     status_ = why;
   }
-  void CountSent(uint64_t bytes) {
-    bytes_sent_ += bytes;
-    ++messages_sent_;
-  }
-  void CountReceived(uint64_t bytes) {
-    bytes_received_ += bytes;
-    ++messages_received_;
-  }
+  void CountSent(uint64_t bytes) { counters_.AddSent(bytes, 1); }
+  void CountReceived(uint64_t bytes) { counters_.AddReceived(bytes, 1); }
 
   const int self_rank_;
   const int peer_rank_;
@@ -75,8 +66,7 @@ class ProvenChannel : public Channel {
  private:
   mutable Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0},
-      messages_received_{0};
+  LinkCounters counters_;
 };
 
 }  // namespace hmc

@@ -24,6 +24,28 @@ struct LinkStats {
   uint64_t messages_received = 0;
 };
 
+// What a channel counts for its stats(): added on its progress thread, read from any thread.
+// Bytes and messages apart, since a striped message's bytes arrive before it completes.
+class LinkCounters {
+ public:
+  void AddSent(uint64_t bytes, uint64_t messages) {
+    bytes_sent_.fetch_add(bytes, std::memory_order_relaxed);
+    messages_sent_.fetch_add(messages, std::memory_order_relaxed);
+  }
+  void AddReceived(uint64_t bytes, uint64_t messages) {
+    bytes_received_.fetch_add(bytes, std::memory_order_relaxed);
+    messages_received_.fetch_add(messages, std::memory_order_relaxed);
+  }
+  LinkStats Read() const {
+    return LinkStats{bytes_sent_.load(), bytes_received_.load(), messages_sent_.load(),
+                     messages_received_.load()};
+  }
+
+ private:
+  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0},
+      messages_received_{0};
+};
+
 // A link made of several parallel connections to one peer, as TCP's streams are, and how many of
 // them sends spread over: the sender's choice alone, since a receiver takes stripes from any
 // connection. Every method may be called from any thread.

@@ -83,10 +83,7 @@ absl::Status TcpChannel::status() const {
   return status_;
 }
 
-LinkStats TcpChannel::stats() const {
-  return LinkStats{bytes_sent_.load(), bytes_received_.load(), messages_sent_.load(),
-                   messages_received_.load()};
-}
+LinkStats TcpChannel::stats() const { return counters_.Read(); }
 
 absl::Status TcpChannel::CanAttach(int index) const {
   if (index < 0 || index >= static_cast<int>(streams_.size())) {

@@ -225,8 +225,7 @@ class TcpChannel final : public Channel,
 
   mutable Mutex mu_;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
-  std::atomic<uint64_t> bytes_sent_{0}, bytes_received_{0}, messages_sent_{0},
-      messages_received_{0};
+  LinkCounters counters_;
 };
 
 }  // namespace hmc

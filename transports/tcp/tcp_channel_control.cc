@@ -129,8 +129,7 @@ void TcpChannel::OnControlFrame(Stream& s) {
             Stale(h.tag) ? discard_why_
                          : Error("the peer dropped the message: its call was abandoned"));
       } else if (s.control[0] == 1) {
-        bytes_sent_.fetch_add(send.bytes, std::memory_order_relaxed);
-        messages_sent_.fetch_add(1, std::memory_order_relaxed);
+        counters_.AddSent(send.bytes, 1);
         send.op->request->Complete(absl::OkStatus());
       } else {
         pull_refused_ = true;  // The peer cannot read this process: stream from now on.

@@ -45,7 +45,7 @@ void TcpChannel::Pull(uint64_t tag, const std::vector<uint8_t>& description) {
   }
   const bool pulled = outcome.ok();
   if (pulled) {
-    bytes_received_.fetch_add(in.total, std::memory_order_relaxed);
+    counters_.AddReceived(in.total, 0);  // The message counts once it completes.
     in.stripes = 1;
     in.stripes_done = 1;
     Complete(tag);

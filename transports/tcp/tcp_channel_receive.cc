@@ -103,7 +103,7 @@ void TcpChannel::Complete(uint64_t tag) {
     std::memcpy(in->user, in->storage.data(), in->total);
     loop_->ReleaseUnexpected(in->total);
   }
-  messages_received_.fetch_add(1, std::memory_order_relaxed);
+  counters_.AddReceived(0, 1);
   in->request->Complete(absl::OkStatus(), in->total);
 }
 
@@ -195,7 +195,7 @@ void TcpChannel::Read(Stream& s) {
       s.remaining -= r.bytes;
       budget -= std::min<uint64_t>(budget, r.bytes);
       if (s.header.type == FrameType::kData) {
-        bytes_received_.fetch_add(r.bytes, std::memory_order_relaxed);
+        counters_.AddReceived(r.bytes, 0);
       }
     }
     if (s.remaining > 0) continue;

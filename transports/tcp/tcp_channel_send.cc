@@ -184,9 +184,9 @@ void TcpChannel::Write(Stream& s) {
       f.written += take;
       left -= take;
       if (f.written < length) break;
-      if (f.op != nullptr) bytes_sent_.fetch_add(f.bytes, std::memory_order_relaxed);
+      if (f.op != nullptr) counters_.AddSent(f.bytes, 0);
       if (f.op != nullptr && --f.op->stripes_left == 0) {
-        messages_sent_.fetch_add(1, std::memory_order_relaxed);
+        counters_.AddSent(0, 1);
         f.op->request->Complete(f.op->outcome);
       }
       s.queue.pop_front();
