@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "collectives/allreduce_algorithms.h"
+#include "collectives/bandwidth_model.h"
 #include "collectives/broadcast.h"
 #include "collectives/halving_doubling.h"
 #include "collectives/host_collectives.h"
@@ -592,8 +593,14 @@ CommunicatorImpl::TriedPlan CommunicatorImpl::PlanOrTry(const Group& g, const Bu
       tried.plan->codec_inter, tried.plan->codec_intra, call.shares);
   const absl::Duration timeout =
       call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
-  tried.step = g.trials->Next(tried.trial_class, TrialCandidates(g, tried.plan->algorithm),
-                              CallDeadline(timeout));
+  const std::vector<std::string> candidates = TrialCandidates(g, tried.plan->algorithm);
+  std::vector<double> modelled;
+  for (const std::string& candidate : candidates) {
+    modelled.push_back(
+        ModelledAllReduceSeconds(candidate, in.bytes(), g.zone_of, tried.plan->shares, *g.links)
+            .value_or(0));
+  }
+  tried.step = g.trials->Next(tried.trial_class, candidates, CallDeadline(timeout), modelled);
   CallOptions trial_call = call;
   trial_call.algo = tried.step.algorithm;
   tried.plan = PlanAllReduce(g, in, trial_call);

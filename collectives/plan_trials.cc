@@ -29,8 +29,36 @@ std::string PlanTrials::Scores(const Class& c) {
   for (size_t i = 0; i < c.candidates.size(); ++i) {
     absl::StrAppendFormat(&scores, "%s%s %.3g s", i == 0 ? "" : ", ", c.candidates[i],
                           Score(c, static_cast<int>(i)));
+    if (i < c.modelled.size() && c.modelled[i] > 0) {
+      absl::StrAppendFormat(&scores, " (model %.3g s)", c.modelled[i]);
+    }
   }
   return scores;
+}
+
+int PlanTrials::Best(const Class& c, std::string* why) {
+  const int count = static_cast<int>(c.candidates.size());
+  int best = 0;
+  for (int i = 1; i < count; ++i) {
+    if (Score(c, i) < Score(c, best)) best = i;
+  }
+  *why = absl::StrFormat("fastest of its trials: %s", Scores(c));
+  int favourite = -1;
+  for (int i = 0; i < count && c.modelled.size() == c.candidates.size(); ++i) {
+    if (c.modelled[i] > 0 && (favourite < 0 || c.modelled[i] < c.modelled[favourite])) {
+      favourite = i;
+    }
+  }
+  if (favourite < 0 || favourite == best || !(c.modelled[best] > 0) ||
+      c.modelled[best] <= kModelDisagreement * c.modelled[favourite] ||
+      Score(c, favourite) > kMargin * Score(c, best)) {
+    return best;
+  }
+  *why =
+      absl::StrFormat("the bandwidth model's (%s %.3g s, %s %.3g s), its trials within %.0f%%: %s",
+                      c.candidates[favourite], c.modelled[favourite], c.candidates[best],
+                      c.modelled[best], (kMargin - 1) * 100, Scores(c));
+  return favourite;
 }
 
 PlanTrials::Step PlanTrials::Time(Class& c, int candidate, std::string why) {
@@ -40,10 +68,14 @@ PlanTrials::Step PlanTrials::Time(Class& c, int candidate, std::string why) {
 }
 
 PlanTrials::Step PlanTrials::Next(const std::string& key,
-                                  const std::vector<std::string>& candidates, absl::Time deadline) {
+                                  const std::vector<std::string>& candidates, absl::Time deadline,
+                                  const std::vector<double>& modelled) {
   MutexLock lock(&mu_);
   Class& c = classes_[key];
-  if (c.candidates.empty()) c.candidates = candidates;
+  if (c.candidates.empty()) {
+    c.candidates = candidates;
+    c.modelled = modelled;
+  }
   const int count = static_cast<int>(c.candidates.size());
   const int started = static_cast<int>(c.timed.size());
   if (c.chosen < 0 && started < kPasses * count) {
@@ -56,14 +88,12 @@ PlanTrials::Step PlanTrials::Next(const std::string& key,
   if (!mu_.AwaitWithDeadline(absl::Condition(&AllFinished, &c), deadline)) {
     return {c.candidates[std::max(c.chosen, 0)], -1, "timed calls unfinished; no change"};
   }
-  int best = 0;
-  for (int i = 1; i < count; ++i) {
-    if (Score(c, i) < Score(c, best)) best = i;
-  }
+  std::string why;
+  const int best = Best(c, &why);
   if (c.chosen < 0) {
     c.chosen = best;
     c.chosen_at = static_cast<int>(c.timed.size());
-    c.why = absl::StrFormat("fastest of its trials: %s", Scores(c));
+    c.why = why;
     return {c.candidates[c.chosen], -1, c.why};
   }
   if (best == c.chosen || Score(c, best) * kMargin >= Score(c, c.chosen)) {

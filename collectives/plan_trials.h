@@ -19,15 +19,21 @@ namespace hmc {
 // median of its last three times). The choice is watched: every kTimedEvery-th call of the class
 // is timed, and when another candidate's score beats the chosen plan's by kMargin, the next timed
 // call re-tries it, and the one after switches to it if it still wins.
-// Every rank decides alike: the choice depends only on the order of calls and on each timed
-// call's time agreed inside that call (the slowest rank's), and a call that decides waits until
-// every timed call of its class before it has finished.
+// Trials can mislead (links still warming, a burst of cross traffic), so where the probe's
+// bandwidth model (bandwidth_model.h) predicts the trials' winner to take more than
+// kModelDisagreement times as long as the model's own favourite, the trials must show the
+// favourite slower by more than kMargin to overrule the model; otherwise the model's favourite is
+// chosen (the cost of a wrong model is then bounded by that margin).
+// Every rank decides alike: the choice depends only on the order of calls, on the shared link
+// matrix and on each timed call's time agreed inside that call (the slowest rank's), and a call
+// that decides waits until every timed call of its class before it has finished.
 class PlanTrials {
  public:
   static constexpr double kFailed = std::numeric_limits<double>::infinity();
   static constexpr int kPasses = 2;
   static constexpr int kTimedEvery = 8;
   static constexpr double kMargin = 1.1;
+  static constexpr double kModelDisagreement = 1.25;
 
   struct Step {
     std::string algorithm;  // What this call runs.
@@ -35,11 +41,13 @@ class PlanTrials {
     std::string why;        // For the call's report.
   };
 
-  // The next call of class `key` among `candidates` (the same for every call of the class).
-  // Waits, until `deadline`, for timed calls still running; should they not finish by then (a
-  // broken group), returns the chosen plan (before a choice: the first candidate) untimed.
-  Step Next(const std::string& key, const std::vector<std::string>& candidates,
-            absl::Time deadline);
+  // The next call of class `key` among `candidates` (the same for every call of the class), with
+  // the bandwidth model's seconds for each (`modelled`, in the same order; empty, or 0 for one it
+  // does not model: no model). Waits, until `deadline`, for timed calls still running; should
+  // they not finish by then (a broken group), returns the chosen plan (before a choice: the first
+  // candidate) untimed.
+  Step Next(const std::string& key, const std::vector<std::string>& candidates, absl::Time deadline,
+            const std::vector<double>& modelled = {});
   // A timed call's time, seconds (kFailed when it did not run to the end).
   void Finished(const std::string& key, int trial, double seconds);
 
@@ -50,6 +58,7 @@ class PlanTrials {
   };
   struct Class {
     std::vector<std::string> candidates;
+    std::vector<double> modelled;  // Seconds per candidate; 0: not modelled.
     std::vector<Timed> timed;
     int chosen = -1;
     int chosen_at = 0;  // Timed calls there were when the choice was made.
@@ -60,6 +69,8 @@ class PlanTrials {
   // The lower median of a candidate's last three times; infinite before it ran.
   static double Score(const Class& c, int candidate);
   static std::string Scores(const Class& c);
+  // The candidate with the best score, unless the model overrules the trials; `why` says which.
+  static int Best(const Class& c, std::string* why);
   static Step Time(Class& c, int candidate, std::string why);
 
   Mutex mu_;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "collectives/arg_check.h"
+#include "collectives/bandwidth_model.h"
 #include "collectives/shares.h"
 #include "core/frame.h"
 
@@ -19,9 +20,6 @@ namespace {
 
 constexpr double kImbalanceForShares = 1.5;
 constexpr size_t kMinChunkBytes = 64 << 10;
-// Where nothing was measured: a link inside a data centre.
-constexpr double kUnmeasuredLatencyS = 50e-6;
-constexpr double kUnmeasuredBytesPerS = 1e9;
 
 bool Auto(const std::string& choice) { return choice.empty() || choice == "auto"; }
 

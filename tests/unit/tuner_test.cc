@@ -268,6 +268,59 @@ TEST(PlanTrials, AChosenPlanThatSlowsDownIsRetriedAgainstTheOthers) {
   EXPECT_EQ(step.algorithm, "butterfly");
 }
 
+// Runs a class's trials, each candidate's finished with its time, and returns the choice.
+PlanTrials::Step ChooseAfterTrials(PlanTrials& trials, const std::vector<std::string>& candidates,
+                                   const std::vector<double>& modelled,
+                                   const std::vector<double>& trial_seconds) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  for (int i = 0; i < PlanTrials::kPasses * static_cast<int>(candidates.size()); ++i) {
+    const PlanTrials::Step step = trials.Next("c", candidates, deadline, modelled);
+    trials.Finished("c", step.trial, trial_seconds[i % candidates.size()]);
+  }
+  return trials.Next("c", candidates, deadline, modelled);
+}
+
+// Trials within the margin do not overrule a model that clearly prefers another candidate;
+// trials that clearly disagree do, and so does a model without a clear preference.
+TEST(PlanTrials, TheBandwidthModelDecidesWhereTrialsCannotTellTheCandidatesApart) {
+  const std::vector<std::string> candidates = {"ring", "hierarchical", "butterfly"};
+  {
+    PlanTrials trials;
+    const PlanTrials::Step step =
+        ChooseAfterTrials(trials, candidates, {3.0, 1.0, 0}, {1.0, 1.05, 0.9});
+    // The trials' winner is not modelled: the model cannot say that it disagrees.
+    EXPECT_EQ(step.algorithm, "butterfly") << step.why;
+  }
+  {
+    PlanTrials trials;
+    const PlanTrials::Step step =
+        ChooseAfterTrials(trials, candidates, {3.0, 1.0, 2.0}, {1.0, 1.05, 1.2});
+    EXPECT_EQ(step.algorithm, "hierarchical") << step.why;
+    EXPECT_TRUE(absl::StrContains(step.why, "the bandwidth model's (hierarchical 1 s, ring 3 s)"))
+        << step.why;
+    // It stays chosen, and its timed calls keep it.
+    for (int i = 0; i < 3 * PlanTrials::kTimedEvery; ++i) {
+      const PlanTrials::Step next = trials.Next("c", candidates, absl::Now(), {3.0, 1.0, 2.0});
+      EXPECT_EQ(next.algorithm, "hierarchical");
+      if (next.trial >= 0) trials.Finished("c", next.trial, 1.05);
+    }
+  }
+  {
+    PlanTrials trials;  // The trials show ring faster by more than the margin.
+    EXPECT_EQ(ChooseAfterTrials(trials, candidates, {3.0, 1.0, 2.0}, {1.0, 1.2, 1.3}).algorithm,
+              "ring");
+  }
+  {
+    PlanTrials trials;  // The model barely prefers hierarchical: the trials decide.
+    EXPECT_EQ(ChooseAfterTrials(trials, candidates, {1.2, 1.0, 2.0}, {1.0, 1.05, 1.3}).algorithm,
+              "ring");
+  }
+  {
+    PlanTrials trials;  // No model.
+    EXPECT_EQ(ChooseAfterTrials(trials, candidates, {}, {1.0, 1.05, 1.3}).algorithm, "ring");
+  }
+}
+
 TEST(PlanTrials, UnfinishedTrialsFallBackToTheRulesChoiceAtTheDeadline) {
   PlanTrials trials;
   const std::vector<std::string> candidates = {"ring", "butterfly"};

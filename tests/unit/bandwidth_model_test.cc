@@ -1,0 +1,80 @@
+// The bandwidth model the plan trials fall back on, against times worked out by hand.
+#include "collectives/bandwidth_model.h"
+
+#include <gtest/gtest.h>
+
+namespace hmc {
+namespace {
+
+constexpr double kBytes = 64 << 20;
+constexpr double kAcrossBytesPerS = 100e6 / 8;  // 100 Mbit/s, 100 ms round trip.
+// Every rank's NIC, as the probe saw it: 1000 Mbit/s to its zone mate, 100 to each of two others.
+constexpr double kNicBytesPerS = 1200e6 / 8;
+
+// Two zones of two ranks: {0, 1} and {2, 3}.
+LinkMatrix TwoZones() {
+  LinkMatrix m{.size = 4, .rtt_ms = std::vector<double>(16), .mbit = std::vector<double>(16)};
+  for (int a = 0; a < 4; ++a) {
+    for (int b = 0; b < 4; ++b) {
+      if (a == b) continue;
+      const bool across = (a < 2) != (b < 2);
+      m.rtt_ms[a * 4 + b] = across ? 100 : 1;
+      m.mbit[a * 4 + b] = across ? 100 : 1000;
+    }
+  }
+  return m;
+}
+
+const std::vector<int> kZones = {0, 0, 1, 1};
+const std::vector<double> kEqual(4, 0.25);
+
+// Each ring link is its sender's only busy one: it gets the NIC's whole measured total, which the
+// probe's all-to-all split over three links.
+TEST(BandwidthModel, RingLinksHaveTheirNicsToThemselvesAndPayEveryStepsLatency) {
+  // Every ring link carries 2·3/4 of the vector; six steps at 50 ms (the longest, across zones).
+  const double expected = 1.5 * kBytes / kNicBytesPerS + 6 * 0.050;
+  EXPECT_NEAR(*ModelledAllReduceSeconds("ring", kBytes, kZones, kEqual, TwoZones()), expected,
+              1e-9);
+}
+
+TEST(BandwidthModel, HierarchicalPaysItsPhasesOneAfterAnother) {
+  // In the zone: half the vector each way (1 ms round trip); across: each holder sends the one
+  // other holder its shard's other half and then its reduced half (2 × 1/4 of the vector), after
+  // the holders' meeting: three latencies of 50 ms; the gather in the zone: each mate's half.
+  // In every phase each rank sends on one link and receives on one: its NIC's whole total.
+  const double in_zone = 0.5 * kBytes / kNicBytesPerS + 0.0005;
+  const double across = 0.5 * kBytes / kNicBytesPerS + 3 * 0.050;
+  EXPECT_NEAR(*ModelledAllReduceSeconds("hierarchical", kBytes, kZones, kEqual, TwoZones()),
+              in_zone + across + in_zone, 1e-9);
+}
+
+TEST(BandwidthModel, ButterflyLinksCarryBothEndsShares) {
+  // Rank 2 reduces nothing: the links between 2 and 3 carry only 3's part and back.
+  const std::vector<double> shares = {0.4, 0.4, 0.0, 0.2};
+  const double expected = (0.4 + 0.2) * kBytes / kAcrossBytesPerS + 2 * 0.050;
+  EXPECT_NEAR(*ModelledAllReduceSeconds("butterfly", kBytes, kZones, shares, TwoZones()), expected,
+              1e-9);
+}
+
+TEST(BandwidthModel, LinksInsideAHostCountAsADataCentresAndNothingUnmeasuredIsGuessed) {
+  LinkMatrix m = TwoZones();
+  m.mbit[0 * 4 + 1] = 0;  // In one host: not measured, and no part of the NICs' totals.
+  m.rtt_ms[0 * 4 + 1] = 0;
+  // Ring link 0 -> 1 at 1 GB/s; the others still get their NICs' 1200 Mbit/s.
+  EXPECT_NEAR(*ModelledAllReduceSeconds("ring", kBytes, kZones, kEqual, m),
+              1.5 * kBytes / kNicBytesPerS + 6 * 0.050, 1e-9);
+  // Rank 1 -> 0 in the host too: rank 1 sends 200 Mbit/s in all (all of it for 1 -> 2), rank 0
+  // receives 200 (all of it from 3).
+  m.mbit[1 * 4 + 0] = 0;
+  m.rtt_ms[1 * 4 + 0] = 0;
+  EXPECT_NEAR(*ModelledAllReduceSeconds("ring", kBytes, kZones, kEqual, m),
+              1.5 * kBytes / (200e6 / 8) + 6 * 0.050, 1e-9);
+  EXPECT_FALSE(ModelledAllReduceSeconds("ring", kBytes, kZones, kEqual, LinkMatrix{}).has_value());
+  EXPECT_FALSE(
+      ModelledAllReduceSeconds("one_shot", kBytes, kZones, kEqual, TwoZones()).has_value());
+  EXPECT_FALSE(
+      ModelledAllReduceSeconds("butterfly", kBytes, kZones, {0.5, 0.5}, TwoZones()).has_value());
+}
+
+}  // namespace
+}  // namespace hmc
