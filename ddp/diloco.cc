@@ -3,8 +3,11 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/sub.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/util/Exception.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include <string>
 
@@ -215,6 +218,56 @@ void DiLoCo::Finish() {
   for (size_t f = 0; f < fragments_.size(); ++f) {
     if (fragments_[f].averaging != nullptr) ApplyFragment(f);
   }
+}
+
+void DiLoCo::Save(torch::serialize::OutputArchive& archive) const {
+  archive.write("outer", outer_);
+  archive.write("momentum", momentum_);
+  archive.write("steps", at::tensor({inner_step_, outer_steps()}, at::kLong));
+}
+
+void DiLoCo::Restore(torch::serialize::InputArchive* archive) {
+  TORCH_CHECK(inner_step_ == 0, "hmc DiLoCo: Restore comes before the first inner step");
+  // Rank 0's verdict travels first, so that no rank waits for state that will not come:
+  // {1: restored, 0: afresh, -1: refused; inner steps; outer steps}.
+  at::Tensor verdict = at::tensor({int64_t{0}, int64_t{0}, int64_t{0}}, at::kLong);
+  std::string refusal;
+  if (comm_->rank() == 0 && archive != nullptr) {
+    at::Tensor outer, momentum, steps;
+    try {
+      archive->read("outer", outer);
+      archive->read("momentum", momentum);
+      archive->read("steps", steps);
+    } catch (const c10::Error& e) {
+      refusal = e.what_without_backtrace();
+    }
+    if (refusal.empty() &&
+        (outer.numel() != outer_.numel() || !outer.sizes().equals(momentum.sizes()) ||
+         outer.scalar_type() != outer_.scalar_type() || steps.numel() != 2)) {
+      refusal = c10::str("it holds ", outer.numel(), " outer parameters of ", outer.scalar_type(),
+                         ", the model ", outer_.numel(), " of ", outer_.scalar_type());
+    }
+    if (refusal.empty()) {
+      outer_.copy_(outer.view({-1}));
+      momentum_.copy_(momentum.view({-1}));
+      verdict = at::cat({at::tensor({int64_t{1}}, at::kLong), steps.to(at::kLong).view({-1})});
+    } else {
+      verdict[0] = -1;
+    }
+  }
+  BroadcastFromRankZero(*comm_, {verdict});
+  const int64_t outcome = verdict[0].item<int64_t>();
+  TORCH_CHECK(outcome >= 0, "hmc DiLoCo: rank 0's checkpoint does not fit this model",
+              refusal.empty() ? std::string(" (see rank 0)") : ": " + refusal);
+  if (outcome == 0) return;
+  BroadcastFromRankZero(*comm_, {outer_, momentum_});
+  inner_step_ = verdict[1].item<int64_t>();
+  if (options_.fault_tolerant) {
+    state_.set_step(verdict[2].item<int64_t>());
+  } else {
+    outer_steps_ = verdict[2].item<int64_t>();
+  }
+  WriteParameters(0, outer_);
 }
 
 int64_t DiLoCo::outer_steps() const {

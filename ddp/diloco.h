@@ -12,6 +12,11 @@
 #include "ddp/gradient_averager.h"
 #include "ddp/training_state.h"
 
+namespace torch::serialize {
+class InputArchive;
+class OutputArchive;
+}  // namespace torch::serialize
+
 namespace hmc::ddp {
 
 struct DiLoCoOptions {
@@ -62,6 +67,19 @@ class DiLoCo {
   bool AfterInnerStep(double samples = 1);
   // Streaming: waits for the fragments in flight and applies them. Call once at the end.
   void Finish();
+
+  // Checkpoints. Save writes the outer state a resumed run needs to go on as it would have: the
+  // outer parameters and momentum, the inner step count (where the next sync falls) and the outer
+  // steps, equal on every rank. Streaming, fragments still in flight are left out, like a skipped
+  // sync: their steps go into the fragment's next pseudo-gradient. Error-feedback residuals are
+  // not kept (they start again from zero).
+  void Save(torch::serialize::OutputArchive& archive) const;
+  // Collective, before the first inner step: every rank takes rank 0's outer state, read there
+  // from `archive` (ignored elsewhere; null on rank 0: start afresh from the current parameters),
+  // and its parameters become the outer ones. A rank's own progress since the last sync and its
+  // inner optimizer are its own to restore after this (the examples keep a file per rank).
+  // Throws c10::Error on every rank when rank 0's archive does not fit the model.
+  void Restore(torch::serialize::InputArchive* archive);
 
   int64_t inner_steps() const { return inner_step_; }
   // The outer parameters, flat: equal on every rank (what to evaluate or checkpoint as the

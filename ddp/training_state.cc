@@ -35,4 +35,6 @@ int64_t TrainingState::step() const { return step_.item<int64_t>(); }
 
 void TrainingState::CountStep() { step_ += 1; }
 
+void TrainingState::set_step(int64_t step) { step_.fill_(step); }
+
 }  // namespace hmc::ddp

@@ -30,6 +30,7 @@ class TrainingState {
   const NamedTensors& tensors() const { return tensors_; }
   int64_t step() const;
   void CountStep();
+  void set_step(int64_t step);  // A checkpoint's.
 
  private:
   NamedTensors tensors_;  // "hmc.step" stays last.

@@ -70,15 +70,7 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
   int64_t first_epoch = 0;
   const std::string& path = settings_.checkpoint_path;
   if (!path.empty() && std::filesystem::exists(path)) {
-    torch::serialize::InputArchive archive, model_archive, optimizer_archive;
-    archive.load_from(path);
-    archive.read("model", model_archive);
-    archive.read("optimizer", optimizer_archive);
-    model.load(model_archive);
-    optimizer.load(optimizer_archive);
-    torch::Tensor next;
-    archive.read("next_epoch", next);
-    first_epoch = next.item<int64_t>();
+    first_epoch = LoadCheckpoint(path);
     if (rank_ == 0)
       std::printf("resumed from %s at epoch %lld\n", path.c_str(),
                   static_cast<long long>(first_epoch + 1));
@@ -133,7 +125,44 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
                           .codec_intra = settings_.codec_intra.empty() ? defaults.codec_intra
                                                                        : settings_.codec_intra},
             .fragments = settings_.fragments});
+    if (first_epoch_ > 0) ResumeDiLoCo();
   }
+}
+
+int64_t TrainingRun::LoadCheckpoint(const std::string& path) {
+  torch::serialize::InputArchive archive, model_archive, optimizer_archive;
+  archive.load_from(path);
+  archive.read("model", model_archive);
+  archive.read("optimizer", optimizer_archive);
+  model_->load(model_archive);
+  optimizer_->load(optimizer_archive);
+  torch::Tensor next;
+  archive.read("next_epoch", next);
+  return next.item<int64_t>();
+}
+
+std::string TrainingRun::CheckpointPathOf(int rank) const {
+  return rank == 0 ? settings_.checkpoint_path
+                   : absl::StrCat(settings_.checkpoint_path, ".rank", rank);
+}
+
+void TrainingRun::ResumeDiLoCo() {
+  // Rank 0's checkpoint holds the group's outer state; a checkpoint without it (another --sync)
+  // starts the outer optimizer afresh from its parameters.
+  std::optional<torch::serialize::InputArchive> outer;
+  if (rank_ == 0) {
+    torch::serialize::InputArchive archive;
+    archive.load_from(settings_.checkpoint_path);
+    outer.emplace();
+    if (!archive.try_read("diloco", *outer)) outer.reset();
+  }
+  diloco_->Restore(outer.has_value() ? &*outer : nullptr);
+  // Each rank's own parameters (its steps since the last sync) and inner optimizer, where it kept
+  // them at the same epoch; otherwise it goes on from the outer parameters.
+  const std::string own = CheckpointPathOf(rank_);
+  if (std::filesystem::exists(own) && LoadCheckpoint(own) == first_epoch_) return;
+  std::printf("rank %d: no checkpoint of its own at epoch %d (%s): continues from the group's\n",
+              rank_, first_epoch_, own.c_str());
 }
 
 bool TrainingRun::Step(int64_t samples) {
@@ -374,16 +403,24 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
 
 void TrainingRun::SaveCheckpoint(int next_epoch) {
   const int rank = elastic() ? comm_->rank() : rank_;  // Ranks are renumbered as members change.
-  if (rank != 0 || settings_.checkpoint_path.empty()) return;
+  // DiLoCo: between syncs each rank's parameters and inner optimizer are its own, so every rank
+  // keeps a file; rank 0's holds the group's outer state as well.
+  if (settings_.checkpoint_path.empty() || (rank != 0 && diloco_ == nullptr)) return;
   torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
   model_->save(model_archive);
   optimizer_->save(optimizer_archive);
   archive.write("model", model_archive);
   archive.write("optimizer", optimizer_archive);
   archive.write("next_epoch", torch::tensor(static_cast<int64_t>(next_epoch)));
-  const std::string temporary = settings_.checkpoint_path + ".tmp";
+  if (diloco_ != nullptr && rank == 0) {
+    torch::serialize::OutputArchive outer;
+    diloco_->Save(outer);
+    archive.write("diloco", outer);
+  }
+  const std::string path = CheckpointPathOf(rank);
+  const std::string temporary = path + ".tmp";
   archive.save_to(temporary);
-  std::filesystem::rename(temporary, settings_.checkpoint_path);
+  std::filesystem::rename(temporary, path);
 }
 
 }  // namespace hmc::examples

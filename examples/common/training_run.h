@@ -48,7 +48,7 @@ class TrainingRun {
     std::string codec_inter;  // Empty: the communicator's option.
     std::string codec_intra;
     std::string json_path;        // Per-epoch JSON lines; empty: none.
-    std::string checkpoint_path;  // Saved each epoch by rank 0, resumed when present.
+    std::string checkpoint_path;  // Saved each epoch by rank 0 (diloco: by every rank), resumed.
     int threads = 0;              // Torch intra-op threads; 0: cores / ranks on this host.
     size_t bucket_bytes = ddp::DdpOptions{}.bucket_bytes;    // ddp and reducer buckets.
     int64_t inner_steps = ddp::DiLoCoOptions{}.inner_steps;  // diloco: steps between syncs.
@@ -124,8 +124,15 @@ class TrainingRun {
   static void AppendMetrics(const Metrics& fields, std::string& line, std::string& json);
   // Prints a report's line and appends its JSON to the JSON lines (rank 0's).
   void Publish(const std::string& line, const std::string& json) const;
-  // Rank 0 saves the model, optimizer and next epoch (atomically: a temporary, then rename).
+  // Rank 0 saves the model, optimizer and next epoch (atomically: a temporary, then rename);
+  // diloco: with the outer state, and every other rank its own model and inner optimizer.
   void SaveCheckpoint(int next_epoch);
+  // Loads a checkpoint's model and optimizer; returns its next epoch.
+  int64_t LoadCheckpoint(const std::string& path);
+  // Rank 0's file is the --checkpoint path; another rank's (diloco) has ".rank<N>" appended.
+  std::string CheckpointPathOf(int rank) const;
+  // The outer state from rank 0's checkpoint, then this rank's own parameters and optimizer.
+  void ResumeDiLoCo();
   // After backward on a local batch of `samples`: averages and steps (ddp), or folds the batch
   // into the group's round and steps with it (collab). True when the optimizer stepped.
   bool Step(int64_t samples);

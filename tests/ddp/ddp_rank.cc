@@ -16,7 +16,7 @@
 //             moments and the step count, and trains on; prints a hash of what it holds
 //   reducer-rejoin  the same through libtorch's Reducer with the fault-tolerant hook
 //   collab-rejoin  the same with the fault-tolerant collaborative optimizer
-//   diloco, diloco-stream, diloco-survive, diloco-rejoin  DiLoCo (diloco_rank.cc)
+//   diloco, diloco-stream, diloco-survive, diloco-rejoin, diloco-restore  DiLoCo (diloco_rank.cc)
 #include <signal.h>
 #include <torch/nn.h>
 #include <torch/optim.h>
@@ -502,6 +502,7 @@ int main(int argc, char** argv) {
     if (mode == "diloco-stream") return hmc::ddp::RunDiLoCoStreaming(comm);
     if (mode == "diloco-survive") return hmc::ddp::RunDiLoCoSurvive(comm);
     if (mode == "diloco-rejoin") return hmc::ddp::RunDiLoCoRejoin(comm);
+    if (mode == "diloco-restore") return hmc::ddp::RunDiLoCoRestore(comm);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

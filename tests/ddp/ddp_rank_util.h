@@ -96,6 +96,7 @@ int RunDiLoCo(std::shared_ptr<Communicator> comm);
 int RunDiLoCoStreaming(std::shared_ptr<Communicator> comm);
 int RunDiLoCoSurvive(std::shared_ptr<Communicator> comm);
 int RunDiLoCoRejoin(std::shared_ptr<Communicator> comm);
+int RunDiLoCoRestore(std::shared_ptr<Communicator> comm);
 
 }  // namespace hmc::ddp
 

@@ -60,6 +60,10 @@ TEST(DiLoCo, StreamingFragmentsEndWithEqualOuterParameters) {
   EXPECT_EQ(RunGroup(3, {"diloco-stream"}), 0);
 }
 
+TEST(DiLoCo, RestoresRankZerosCheckpointOnEveryRankOrRefusesItOnEvery) {
+  EXPECT_EQ(RunGroup(3, {"diloco-restore"}), 0);
+}
+
 TEST(Ddp, DifferentModelsAreRefusedOnEveryRank) { EXPECT_EQ(RunGroup(3, {"mismatch"}), 0); }
 
 // A coordinator and ranks of hmc-test-ddp started one by one, not as a local group, which would

@@ -9,10 +9,17 @@
 //                  the simulation whose later syncs average the live replicas only
 //   diloco-rejoin  fault tolerant: the last rank dies, a replacement joins, downloads the outer
 //                  parameters and momentum, and every rank ends with the same bits
+//   diloco-restore rank 0 saves a DiLoCo two steps past its first sync; a second DiLoCo over
+//                  other parameters restores it on every rank and syncs where the first would
+//                  have; a checkpoint of another model is refused on every rank, and the group
+//                  goes on
 #include <signal.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
 
 #include <algorithm>
 #include <functional>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/time/clock.h"
@@ -150,6 +157,77 @@ int RunDiLoCoStreaming(std::shared_ptr<Communicator> comm) {
   EXPECT_OR_FAIL(diloco.traffic().calls == static_cast<uint64_t>(expected), "one call per sync");
   EXPECT_OR_FAIL(loss_after < 0.9 * loss_before, "the loss did not fall: %f -> %f", loss_before,
                  loss_after);
+  return 0;
+}
+
+int RunDiLoCoRestore(std::shared_ptr<Communicator> comm) {
+  const int world = comm->size(), rank = comm->rank();
+  const Data d = MakeData(kSteps * world * kBatch);
+  const DiLoCoOptions options{.inner_steps = kInner,
+                              .averaging = {.codec_inter = "none", .codec_intra = "none"}};
+  auto model = MakeModel();
+  torch::optim::Adam adam(model->parameters(), torch::optim::AdamOptions(kInnerLr));
+  auto train = [&](DiLoCo& diloco, int t) {
+    adam.zero_grad();
+    Loss(model, Rows(d.x, t, world, rank), Rows(d.y, t, world, rank)).backward();
+    adam.step();
+    return diloco.AfterInnerStep(kBatch);
+  };
+  std::stringstream saved;
+  at::Tensor outer_saved;
+  {
+    DiLoCo first(comm, model->parameters(), options);
+    for (int t = 0; t < kInner + 2; ++t) train(first, t);
+    outer_saved = first.outer_parameters().clone();
+    torch::serialize::OutputArchive archive;
+    first.Save(archive);
+    archive.save_to(saved);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& p : model->parameters()) p.add_(1.0);  // Unlike the saved outer parameters.
+  }
+  DiLoCo second(comm, model->parameters(), options);
+  torch::serialize::InputArchive archive;
+  if (rank == 0) archive.load_from(saved);
+  second.Restore(rank == 0 ? &archive : nullptr);
+  EXPECT_OR_FAIL(second.outer_parameters().equal(outer_saved) &&
+                     SameOnEveryRank(*comm, second.outer_parameters()),
+                 "the restored outer parameters are not the saved ones on every rank");
+  EXPECT_OR_FAIL(second.inner_steps() == kInner + 2 && second.outer_steps() == 1,
+                 "restored at inner step %lld, outer step %lld",
+                 static_cast<long long>(second.inner_steps()),
+                 static_cast<long long>(second.outer_steps()));
+  // The next sync falls where the first DiLoCo's would have: at inner step 2·kInner.
+  for (int t = kInner + 2; t < 2 * kInner; ++t) {
+    const bool synced = train(second, t);
+    EXPECT_OR_FAIL(synced == (t + 1 == 2 * kInner), "step %d synced: %d", t + 1, synced);
+  }
+
+  // Rank 0's checkpoint of a smaller model: every rank refuses it, no rank waits.
+  DiLoCo third(comm, model->parameters(), options);
+  torch::serialize::InputArchive other;
+  if (rank == 0) {
+    torch::serialize::OutputArchive small;
+    small.write("outer", torch::zeros({3}));
+    small.write("momentum", torch::zeros({3}));
+    small.write("steps", torch::zeros({2}, torch::kLong));
+    std::stringstream bytes;
+    small.save_to(bytes);
+    other.load_from(bytes);
+  }
+  std::string refusal;
+  try {
+    third.Restore(rank == 0 ? &other : nullptr);
+  } catch (const c10::Error& e) {
+    refusal = e.what_without_backtrace();
+  }
+  std::printf("rank %d: %s\n", rank, refusal.c_str());
+  EXPECT_OR_FAIL(absl::StrContains(refusal, "rank 0's checkpoint does not fit this model"),
+                 "refusal: '%s'", refusal.c_str());
+  EXPECT_OR_FAIL(rank != 0 || absl::StrContains(refusal, "it holds 3 outer parameters"),
+                 "rank 0's refusal does not name the sizes: '%s'", refusal.c_str());
+  EXPECT_OR_FAIL(comm->Barrier()->Wait().ok(), "the group did not go on");
   return 0;
 }
 

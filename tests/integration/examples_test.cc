@@ -96,6 +96,42 @@ TEST(TrainCv, ResumesFromItsCheckpoint) {
   EXPECT_LT(Field(lines[1], "loss"), Field(lines[0], "loss"));
 }
 
+// DiLoCo stopped after an epoch and resumed goes on as if it had not stopped: its outer
+// parameters and momentum, where its next sync falls (6 inner steps: epoch 1 ends two steps after
+// a sync), each rank's own parameters and inner optimizer. Without codecs, whose residuals are not
+// kept, the second epoch ends as the uninterrupted run's.
+TEST(TrainCv, DiLoCoResumesWhereItStopped) {
+  const std::string checkpoint = TempPath("diloco.pt");
+  const std::string json = TempPath("diloco-resumed.jsonl");
+  const std::string reference_json = TempPath("diloco-through.jsonl");
+  for (const std::string& path : {checkpoint, checkpoint + ".rank1", json, reference_json}) {
+    std::remove(path.c_str());
+  }
+  const std::vector<std::string> command =
+      Cat({HMC_HMCRUN_PATH, "-np", "2", HMC_TRAIN_CV_PATH, "--sync=diloco", "--inner_steps=6",
+           "--codec_inter=none", "--codec_intra=none"},
+          kSmallCv);
+  Outcome through = RunCommand(Cat(command, {"--epochs=2", "--json=" + reference_json}));
+  ASSERT_EQ(through.code, 0) << through.output;
+  Outcome first =
+      RunCommand(Cat(command, {"--epochs=1", "--checkpoint=" + checkpoint, "--json=" + json}));
+  ASSERT_EQ(first.code, 0) << first.output;
+  EXPECT_TRUE(std::filesystem::exists(checkpoint + ".rank1"));
+  Outcome second =
+      RunCommand(Cat(command, {"--epochs=2", "--checkpoint=" + checkpoint, "--json=" + json}));
+  ASSERT_EQ(second.code, 0) << second.output;
+  EXPECT_THAT(second.output, HasSubstr("resumed from " + checkpoint + " at epoch 2"));
+  EXPECT_FALSE(absl::StrContains(second.output, "no checkpoint of its own")) << second.output;
+  const std::vector<std::string> resumed = Lines(json), reference = Lines(reference_json);
+  ASSERT_EQ(resumed.size(), 2u);
+  ASSERT_EQ(reference.size(), 2u);
+  for (const char* field : {"test_loss", "test_accuracy", "loss"}) {
+    EXPECT_NEAR(Field(resumed[1], field), Field(reference[1], field), 1e-5) << field << "\n"
+                                                                            << resumed[1] << "\n"
+                                                                            << reference[1];
+  }
+}
+
 TEST(TrainCv, CollaborativeOptimizerStepsWithTheGroup) {
   const std::string json = TempPath("collab.jsonl");
   Outcome run = RunCommand(Cat({HMC_HMCRUN_PATH, HMC_TRAIN_CV_PATH, "--json=" + json,
