@@ -180,8 +180,26 @@ class CommunicatorImpl {
                                               const CallOptions& call) const;
   // Create's probes, as the options ask, ended by Create's deadline.
   absl::Status ProbeAtCreation(absl::Time deadline);
+  // The link probe's steps (link_probe.cc): this rank's incoming round trips; striping and
+  // streams per link class; this rank's incoming rates with every link busy; the auto codec's
+  // speed on the slowest rank; every rank's rows, through the coordinator where there is one
+  // (where tools and later communicators read them), else over the channels.
+  absl::Status MeasureRoundTrips(const Group& g, LinkMatrix& matrix);
+  void StripeByLinkClass(const Group& g, const LinkMatrix& matrix);
+  absl::Status MeasureRates(const Group& g, LinkMatrix& matrix);
+  absl::StatusOr<double> SlowestAutoCodecSpeed();
+  absl::Status ShareLinkRows(const Group& g, LinkMatrix& matrix);
   // Measures the ring's links and sets every channel's active streams (stream_probe.cc).
   absl::Status ProbeStreams();
+  // Its steps: every ring link's round trip (from rank r to r + 1), shared; this rank's incoming
+  // ring link's rate while it sends to its successor through `streams` (or only its end marker);
+  // the group's choice from every rank's (`choice` holds this rank's, `rtt_ms` the round trip
+  // into each rank), set on the channels.
+  absl::StatusOr<std::vector<int64_t>> RingLinkRoundTrips(const Group& g);
+  absl::StatusOr<double> MeasureRingLink(const Group& g, bool marker_only, absl::Duration window,
+                                         int streams);
+  absl::Status SetStreamsFromChoices(const Group& g, StreamChoice choice,
+                                     const std::vector<double>& rtt_ms);
   // Rank 0 keeps the newest link probe in the coordinator (LinkProbeKey) for ranks that join
   // later; an empty record where links were not probed.
   absl::Status RecordProbe();

@@ -99,14 +99,32 @@ std::string LinkMatrix::ToTable() const {
 absl::Status CommunicatorImpl::ProbeLinks() {
   const std::shared_ptr<const Group> g = group();
   const int n = g->size();
-  const int self = g->rank;  // This rank, in the group.
-  const std::vector<std::shared_ptr<Channel>>& channels = g->channels;
   LinkMatrix matrix;
   matrix.size = n;
   matrix.rtt_ms.assign(n * n, 0.0);
   matrix.mbit.assign(n * n, 0.0);
+  if (absl::Status s = MeasureRoundTrips(*g, matrix); !s.ok()) return s;
+  StripeByLinkClass(*g, matrix);
+  if (absl::Status s = MeasureRates(*g, matrix); !s.ok()) return s;
+  absl::StatusOr<double> speed = SlowestAutoCodecSpeed();
+  if (!speed.ok()) return speed.status();
+  matrix.auto_codec_bytes_per_s = *speed;
+  if (absl::Status s = ShareLinkRows(*g, matrix); !s.ok()) return s;
+  {
+    MutexLock lock(&mu_);
+    if (group_->epoch != g->epoch) {
+      return MembershipChangedError(g->epoch, group_->epoch,
+                                    "the membership changed while probing");
+    }
+    probe_ = LinkProbeRecord{g->ids, matrix};
+    group_ = g->WithLinks(std::move(matrix));
+  }
+  return RecordProbe();
+}
 
-  // Round trips: with each peer at once, a thread per peer.
+absl::Status CommunicatorImpl::MeasureRoundTrips(const Group& g, LinkMatrix& matrix) {
+  // With each peer at once, a thread per peer.
+  const int n = g.size(), self = g.rank;
   std::vector<absl::Status> errors(n);
   std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) {
@@ -121,35 +139,43 @@ absl::Status CommunicatorImpl::ProbeLinks() {
     });
   }
   for (auto& t : threads) t.join();
-  threads.clear();
   for (const absl::Status& s : errors) {
     if (!s.ok()) return s;
   }
+  return absl::OkStatus();
+}
+
+void CommunicatorImpl::StripeByLinkClass(const Group& g, const LinkMatrix& matrix) {
   // Over a long link every message is striped: on one connection it would be held to one
   // window per round trip (a sender's choice; receivers take stripes from any connection). Each
   // link takes its class's streams, where the streams probe chose them.
-  for (int p = 0; p < n; ++p) {
-    if (p == self) continue;
-    ParallelStreams* streams = channels[p]->parallel_streams();
+  for (int p = 0; p < g.size(); ++p) {
+    if (p == g.rank) continue;
+    ParallelStreams* streams = g.channels[p]->parallel_streams();
     if (streams == nullptr) continue;
-    const bool long_link = matrix.rtt(p, self) >= kLongLinkRttMs;
+    const bool long_link = matrix.rtt(p, g.rank) >= kLongLinkRttMs;
     if (long_link) streams->SetStripeMinBytes(kLongLinkStripeMinBytes);
-    if (stream_choice_.probed && !channels[p]->local()) {
+    if (stream_choice_.probed && !g.channels[p]->local()) {
       streams->SetActiveStreams(long_link ? stream_choice_.long_streams
                                           : stream_choice_.short_streams);
     }
   }
+}
+
+absl::Status CommunicatorImpl::MeasureRates(const Group& g, LinkMatrix& matrix) {
+  const int n = g.size(), self = g.rank;
+  const std::vector<std::shared_ptr<Channel>>& channels = g.channels;
   // Long enough to leave slow start behind on the longest link (as the streams probe).
   double window_s = std::clamp(matrix.LongestRtt() * 20 / 1000, 0.1, 2.0);
   const Buffer window_buffer{&window_s, 1, DType::kF64};
   if (absl::Status s = AllReduce(window_buffer, window_buffer, ReduceOp::kMax)->Wait(); !s.ok()) {
     return s;
   }
-
-  // Rates: every rank streams to every peer at once for the window, a sender and a receiver
-  // thread per peer; links inside the host only send their end marker.
+  // Every rank streams to every peer at once for the window, a sender and a receiver thread per
+  // peer; links inside the host only send their end marker.
   const absl::Duration window = absl::Seconds(window_s);
-  std::vector<absl::Status> send_errors(n);
+  std::vector<absl::Status> send_errors(n), receive_errors(n);
+  std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) {
     if (p == self) continue;
     threads.emplace_back([&, p] {
@@ -160,7 +186,7 @@ absl::Status CommunicatorImpl::ProbeLinks() {
     threads.emplace_back([&, p] {
       absl::StatusOr<double> rate = ReceiveProbeChunks(*this, p, *channels[p]);
       if (!rate.ok()) {
-        errors[p] = rate.status();
+        receive_errors[p] = rate.status();
       } else if (!channels[p]->local()) {
         matrix.mbit[p * n + self] = *rate;
       }
@@ -168,11 +194,14 @@ absl::Status CommunicatorImpl::ProbeLinks() {
   }
   for (auto& t : threads) t.join();
   for (int p = 0; p < n; ++p) {
-    if (!errors[p].ok()) return errors[p];
+    if (!receive_errors[p].ok()) return receive_errors[p];
     if (!send_errors[p].ok()) return send_errors[p];
   }
+  return absl::OkStatus();
+}
 
-  // The auto codec's speed on the slowest rank, so that every rank makes the same choice.
+absl::StatusOr<double> CommunicatorImpl::SlowestAutoCodecSpeed() {
+  // The slowest rank's, so that every rank makes the same choice.
   absl::StatusOr<std::unique_ptr<Codec>> codec = MakeCodec(kAutoCodec);
   if (!codec.ok()) return codec.status();
   std::vector<float> values(1 << 20);
@@ -189,35 +218,12 @@ absl::Status CommunicatorImpl::ProbeLinks() {
   if (absl::Status s = AllReduce(speed_buffer, speed_buffer, ReduceOp::kMin)->Wait(); !s.ok()) {
     return s;
   }
-  matrix.auto_codec_bytes_per_s = speed;
+  return speed;
+}
 
-  // Share the rows: through the coordinator where there is one, so that tools and later
-  // communicators of the world can read the matrix; otherwise over the channels.
-  if (coordinator_ != nullptr) {
-    // Keyed by the epoch and the probe's count within it, which every member of the epoch
-    // agrees on (a rank that joined counts from its first epoch, as the others do there).
-    if (probe_epoch_ != g->epoch) {
-      probe_epoch_ = g->epoch;
-      probes_in_epoch_ = 0;
-    }
-    const std::string prefix =
-        absl::StrFormat("hmc/links/%s/%d.%d/", options_.world_id, g->epoch, probes_in_epoch_++);
-    const absl::Time deadline = absl::Now() + options_.connect_timeout;
-    if (absl::Status s =
-            coordinator_->Put(absl::StrCat(prefix, self), matrix.SerializeRow(self), deadline);
-        !s.ok()) {
-      return s;
-    }
-    // Every row, this rank's too, is read back from its text, so all ranks hold the same bits;
-    // all in one round trip to the coordinator.
-    std::vector<std::string> keys;
-    for (int r = 0; r < n; ++r) keys.push_back(absl::StrCat(prefix, r));
-    std::vector<absl::StatusOr<std::string>> rows = coordinator_->GetMany(keys, deadline);
-    for (int r = 0; r < n; ++r) {
-      if (!rows[r].ok()) return rows[r].status();
-      if (absl::Status s = matrix.ParseRow(r, *rows[r]); !s.ok()) return s;
-    }
-  } else {
+absl::Status CommunicatorImpl::ShareLinkRows(const Group& g, LinkMatrix& matrix) {
+  const int n = g.size(), self = g.rank;
+  if (coordinator_ == nullptr) {
     std::vector<double> mine(2 * n), all(2 * n * n);
     for (int from = 0; from < n; ++from) {
       mine[from] = matrix.rtt(from, self);
@@ -233,17 +239,32 @@ absl::Status CommunicatorImpl::ProbeLinks() {
         matrix.mbit[from * n + to] = all[2 * n * to + n + from];
       }
     }
+    return absl::OkStatus();
   }
-  {
-    MutexLock lock(&mu_);
-    if (group_->epoch != g->epoch) {
-      return MembershipChangedError(g->epoch, group_->epoch,
-                                    "the membership changed while probing");
-    }
-    probe_ = LinkProbeRecord{g->ids, matrix};
-    group_ = g->WithLinks(std::move(matrix));
+  // Keyed by the epoch and the probe's count within it, which every member of the epoch agrees
+  // on (a rank that joined counts from its first epoch, as the others do there).
+  if (probe_epoch_ != g.epoch) {
+    probe_epoch_ = g.epoch;
+    probes_in_epoch_ = 0;
   }
-  return RecordProbe();
+  const std::string prefix =
+      absl::StrFormat("hmc/links/%s/%d.%d/", options_.world_id, g.epoch, probes_in_epoch_++);
+  const absl::Time deadline = absl::Now() + options_.connect_timeout;
+  if (absl::Status s =
+          coordinator_->Put(absl::StrCat(prefix, self), matrix.SerializeRow(self), deadline);
+      !s.ok()) {
+    return s;
+  }
+  // Every row, this rank's too, is read back from its text, so all ranks hold the same bits; all
+  // in one round trip to the coordinator.
+  std::vector<std::string> keys;
+  for (int r = 0; r < n; ++r) keys.push_back(absl::StrCat(prefix, r));
+  std::vector<absl::StatusOr<std::string>> rows = coordinator_->GetMany(keys, deadline);
+  for (int r = 0; r < n; ++r) {
+    if (!rows[r].ok()) return rows[r].status();
+    if (absl::Status s = matrix.ParseRow(r, *rows[r]); !s.ok()) return s;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CommunicatorImpl::RecordProbe() {

@@ -148,20 +148,59 @@ absl::Status CommunicatorImpl::ProbeStreams() {
   const std::shared_ptr<const Group> g = group();
   const int n = g->size();
   const int self = g->rank;  // This rank, in the group.
-  const std::vector<std::shared_ptr<Channel>>& channels = g->channels;
-  const int next = (self + 1) % n;
   const int prev = (self + n - 1) % n;
-  Channel& out = *channels[next];
-  Channel& in = *channels[prev];
   // A link without parallel streams (UCX's) has nothing to choose, as a local one: it carries
   // only the measurements' end markers, and its receiver reports no choice.
-  ParallelStreams* out_streams = out.parallel_streams();
-  const bool out_fixed = out.local() || out_streams == nullptr;
+  Channel& in = *g->channels[prev];
   const bool in_fixed = in.local() || in.parallel_streams() == nullptr;
   const int max_streams = options_.connections_per_peer();
+  absl::StatusOr<std::vector<int64_t>> link_rtt_us = RingLinkRoundTrips(*g);
+  if (!link_rtt_us.ok()) return link_rtt_us.status();
+  auto long_link_from = [&](int r) { return (*link_rtt_us)[r] >= kLongLinkRttMs * 1000; };
 
-  // Every ring link's round trip, timed by its sender while its receiver answers (with two ranks
-  // the one link serves both), then shared: every rank must put each link in the same class.
+  // Each class for about twenty round trips of its longest link, long enough to leave slow start
+  // behind, and for at least half a second: inside a zone twenty round trips are a few
+  // milliseconds, and the emulated one zone read one stream at 20-24 Mbit/s of a 689 Mbit/s NIC in
+  // 0.1 s (perf/RESULTS.md, item 8). Ranks whose outgoing link is of another class send their
+  // end marker only.
+  StreamChoice choice;
+  double one = 0, all = 0;
+  for (const bool long_class : {true, false}) {
+    int64_t longest_us = -1;
+    for (int r = 0; r < n; ++r) {
+      if (long_link_from(r) == long_class) longest_us = std::max(longest_us, (*link_rtt_us)[r]);
+    }
+    if (longest_us < 0) continue;
+    const absl::Duration window =
+        std::clamp(absl::Microseconds(longest_us) * 20, absl::Milliseconds(500), absl::Seconds(2));
+    const bool marker_only = long_link_from(self) != long_class;
+    absl::StatusOr<double> one_stream = MeasureRingLink(*g, marker_only, window, 1);
+    if (!one_stream.ok()) return one_stream.status();
+    absl::StatusOr<double> all_streams = MeasureRingLink(*g, marker_only, window, max_streams);
+    if (!all_streams.ok()) return all_streams.status();
+    if (long_link_from(prev) == long_class) {
+      one = *one_stream;
+      all = *all_streams;
+      choice.window = window;
+    }
+  }
+  std::vector<double> rtt_ms(n);  // Of the link into rank r, as the choices are.
+  for (int r = 0; r < n; ++r) rtt_ms[r] = (*link_rtt_us)[(r + n - 1) % n] / 1e3;
+  choice.connections = max_streams;
+  choice.link_rtt_ms = rtt_ms[self];
+  if (!in_fixed) {
+    choice.one_stream_mbit = one;
+    choice.all_streams_mbit = all;
+    choice.link_choice = StreamsToReach(one, all, max_streams);
+  }
+  return SetStreamsFromChoices(*g, choice, rtt_ms);
+}
+
+absl::StatusOr<std::vector<int64_t>> CommunicatorImpl::RingLinkRoundTrips(const Group& g) {
+  // Each link is timed by its sender while its receiver answers (with two ranks the one link
+  // serves both), then shared: every rank must put each link in the same class.
+  const int n = g.size();
+  const int next = (g.rank + 1) % n, prev = (g.rank + n - 1) % n;
   absl::StatusOr<absl::Duration> to_next;
   absl::Status answering_prev;
   {
@@ -183,78 +222,49 @@ absl::Status CommunicatorImpl::ProbeStreams() {
       !s.ok()) {
     return s;
   }
-  auto long_link_from = [&](int r) { return link_rtt_us[r] >= kLongLinkRttMs * 1000; };
+  return link_rtt_us;
+}
 
-  // One measurement of one class's links: each rank whose outgoing link is of the class streams
-  // chunks to its successor for `window` (the others send their end marker only), while every
-  // rank receives from its predecessor; returns the incoming rate.
-  auto measure = [&](bool long_class, absl::Duration window,
-                     int streams) -> absl::StatusOr<double> {
-    if (!out_fixed) out_streams->SetActiveStreams(streams);
-    const bool marker_only = out_fixed || long_link_from(self) != long_class;
-    absl::Status send_status;
-    std::thread sender([&] {
-      send_status =
-          SendProbeChunks(*this, next, window, kProbeChunksPerStream * streams, marker_only);
-    });
-    absl::StatusOr<double> rate = ReceiveProbeChunks(*this, prev, in);
-    sender.join();
-    if (!rate.ok()) return rate.status();
-    if (!send_status.ok()) return send_status;
-    // The next measurement's chunks must not reach a receiver still waiting for this one's marker.
-    if (absl::Status s = Barrier()->Wait(); !s.ok()) return s;
-    return *rate;
-  };
+absl::StatusOr<double> CommunicatorImpl::MeasureRingLink(const Group& g, bool marker_only,
+                                                         absl::Duration window, int streams) {
+  const int n = g.size();
+  const int next = (g.rank + 1) % n, prev = (g.rank + n - 1) % n;
+  Channel& out = *g.channels[next];
+  ParallelStreams* out_streams = out.parallel_streams();
+  const bool out_fixed = out.local() || out_streams == nullptr;
+  if (!out_fixed) out_streams->SetActiveStreams(streams);
+  absl::Status send_status;
+  std::thread sender([&] {
+    send_status = SendProbeChunks(*this, next, window, kProbeChunksPerStream * streams,
+                                  marker_only || out_fixed);
+  });
+  absl::StatusOr<double> rate = ReceiveProbeChunks(*this, prev, *g.channels[prev]);
+  sender.join();
+  if (!rate.ok()) return rate.status();
+  if (!send_status.ok()) return send_status;
+  // The next measurement's chunks must not reach a receiver still waiting for this one's marker.
+  if (absl::Status s = Barrier()->Wait(); !s.ok()) return s;
+  return *rate;
+}
 
-  // Each class for about twenty round trips of its longest link, long enough to leave slow start
-  // behind, and for at least half a second: inside a zone twenty round trips are a few
-  // milliseconds, and the emulated one zone read one stream at 20-24 Mbit/s of a 689 Mbit/s NIC in
-  // 0.1 s (perf/RESULTS.md, item 8).
-  StreamChoice choice;
-  double one = 0, all = 0;
-  for (const bool long_class : {true, false}) {
-    int64_t longest_us = -1;
-    for (int r = 0; r < n; ++r) {
-      if (long_link_from(r) == long_class) longest_us = std::max(longest_us, link_rtt_us[r]);
-    }
-    if (longest_us < 0) continue;
-    const absl::Duration window =
-        std::clamp(absl::Microseconds(longest_us) * 20, absl::Milliseconds(500), absl::Seconds(2));
-    absl::StatusOr<double> one_stream = measure(long_class, window, 1);
-    if (!one_stream.ok()) return one_stream.status();
-    absl::StatusOr<double> all_streams = measure(long_class, window, max_streams);
-    if (!all_streams.ok()) return all_streams.status();
-    if (long_link_from(prev) == long_class) {
-      one = *one_stream;
-      all = *all_streams;
-      choice.window = window;
-    }
-  }
-  std::vector<double> rtt_ms(n);  // Of the link into rank r, as the choices below are.
-  for (int r = 0; r < n; ++r) rtt_ms[r] = link_rtt_us[(r + n - 1) % n] / 1e3;
-  choice.connections = max_streams;
-  choice.link_rtt_ms = rtt_ms[self];
-  int64_t link_choice = 0;  // This rank's incoming link's; 0 where it is local.
-  if (!in_fixed) {
-    choice.one_stream_mbit = one;
-    choice.all_streams_mbit = all;
-    choice.link_choice = StreamsToReach(one, all, max_streams);
-    link_choice = choice.link_choice;
-  }
-  std::vector<int64_t> choices(n);  // Of the link into rank r.
+absl::Status CommunicatorImpl::SetStreamsFromChoices(const Group& g, StreamChoice choice,
+                                                     const std::vector<double>& rtt_ms) {
+  int64_t link_choice = choice.link_choice;  // 0 where this rank's incoming link is fixed.
+  std::vector<int64_t> choices(g.size());    // Of the link into rank r.
   if (absl::Status s = AllGather(Buffer{&link_choice, 1, DType::kI64},
                                  Buffer{choices.data(), choices.size(), DType::kI64})
                            ->Wait();
       !s.ok()) {
     return s;
   }
+  const int max_streams = options_.connections_per_peer();
   const int64_t wanted = *std::max_element(choices.begin(), choices.end());
   choice.probed = wanted > 0;
   choice.streams = wanted > 0 ? static_cast<int>(wanted) : std::min(kLocalStreams, max_streams);
   std::tie(choice.long_streams, choice.short_streams) =
       wanted > 0 ? StreamsByLinkClass(choices, rtt_ms) : std::pair{choice.streams, choice.streams};
   // Each link gets its class's count once the link probe knows its round trip.
-  for (auto& channel : channels) {
+  for (const auto& channel : g.channels) {
     if (channel != nullptr && channel->parallel_streams() != nullptr) {
       channel->parallel_streams()->SetActiveStreams(choice.streams);
     }
