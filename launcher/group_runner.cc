@@ -133,85 +133,122 @@ absl::Status StartRank(Running& r) {
   return absl::OkStatus();
 }
 
-}  // namespace
+// The group's ranks and service while they run: RunRanks's state and its steps.
+class GroupSupervisor {
+ public:
+  GroupSupervisor(const GroupRunSettings& settings, std::optional<ServiceProcess> service)
+      : settings_(settings) {
+    if (service.has_value()) {
+      served_.spec = {.command = std::move(service->restart), .name = std::move(service->name)};
+      served_.process.emplace(std::move(service->process));
+    }
+  }
 
-absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSettings& settings,
-                             std::optional<ServiceProcess> service) {
-  SignalCatcher catcher;
-  Running served;  // The service, when there is one.
-  if (service.has_value()) {
-    served.spec = {.command = std::move(service->restart), .name = std::move(service->name)};
-    served.process.emplace(std::move(service->process));
+  absl::Status Start(std::vector<RankProcess> specs) {
+    ranks_.resize(specs.size());
+    for (size_t i = 0; i < specs.size(); ++i) {
+      ranks_[i].spec = std::move(specs[i]);
+      if (absl::Status s = StartRank(ranks_[i]); !s.ok()) {
+        for (size_t j = 0; j < i; ++j) ranks_[j].Stop(SIGKILL);
+        return s;
+      }
+    }
+    running_ = ranks_.size();
+    max_total_restarts_ = settings_.max_total_restarts > 0
+                              ? settings_.max_total_restarts
+                              : settings_.max_restarts * static_cast<int>(ranks_.size());
+    return absl::OkStatus();
   }
-  // Once no rank runs; bounded by the grace period.
-  auto stop_service = [&] {
-    if (!served.process.has_value() || served.exited) return;
-    served.Stop(SIGTERM);
-    if (!served.process->Wait(absl::Now() + settings.grace).ok()) {
-      served.Stop(SIGKILL);
-      served.process->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
+
+  absl::StatusOr<int> Wait() {
+    const absl::Time deadline = absl::Now() + settings_.timeout;
+    while (running_ > 0 || !DrainedAfterTheEnd()) {
+      ForwardOutput();
+      CollectExits();
+      WatchService();
+      ForwardSignals();
+      const absl::Time now = absl::Now();
+      if (now >= kill_at_) {
+        StopAll(SIGKILL);
+        kill_at_ = absl::InfiniteFuture();
+      }
+      if (now >= deadline && running_ > 0) {
+        StopAll(SIGKILL);
+        for (Running& r : ranks_) r.process->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
+        StopService();
+        return absl::DeadlineExceededError(
+            absl::StrFormat("the group ran past its timeout of %s; killed every rank",
+                            absl::FormatDuration(settings_.timeout)));
+      }
     }
-    served.exited = true;
-  };
-  // Starts the service again when it died while ranks still run.
-  auto watch_service = [&](size_t running_ranks) {
-    int code;
-    if (!served.process.has_value() || served.exited || !served.process->Poll(&code)) return;
-    served.exited = true;
-    if (running_ranks == 0 || code == 0) return;  // 0: it saw every rank leave.
-    if (!settings.restart_on_failure || served.restarts >= settings.max_restarts) {
-      Logf("hmcrun", "%s exited with status %d and is not restarted; the ranks go on without it",
-           served.spec.name, code);
-      return;
+    StopService();
+    return result_.value_or(0);
+  }
+
+ private:
+  // Once no rank runs: whether their output is all written (grandchildren may keep a pipe open:
+  // it is drained for at most two seconds more).
+  bool DrainedAfterTheEnd() const {
+    if (absl::Now() >= drain_until_) return true;
+    for (const Running& r : ranks_) {
+      if (r.output.valid()) return false;
     }
-    ++served.restarts;
-    if (absl::Status s = StartRank(served); !s.ok()) {
-      Logf("hmcrun", "%s exited with status %d and cannot be restarted: %s", served.spec.name, code,
-           s.message());
-      return;
+    return true;
+  }
+
+  // Writes what the ranks wrote, waiting up to 20 ms for it.
+  void ForwardOutput() {
+    std::vector<pollfd> fds;
+    std::vector<Running*> owners;
+    for (Running& r : ranks_) {
+      if (r.output.valid()) {
+        fds.push_back({r.output.get(), POLLIN, 0});
+        owners.push_back(&r);
+      }
     }
-    served.exited = false;
-    Logf("hmcrun",
-         "%s exited with status %d; restarted it at the same address as pid %d (restart %d of %d)",
-         served.spec.name, code, served.process->pid(), served.restarts, settings.max_restarts);
-  };
-  std::vector<Running> ranks(specs.size());
-  for (size_t i = 0; i < specs.size(); ++i) {
-    ranks[i].spec = std::move(specs[i]);
-    if (absl::Status s = StartRank(ranks[i]); !s.ok()) {
-      for (size_t j = 0; j < i; ++j) ranks[j].Stop(SIGKILL);
-      return s;
+    poll(fds.data(), fds.size(), 20);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) owners[i]->Drain();
     }
   }
-  const absl::Time deadline = absl::Now() + settings.timeout;
-  std::optional<int> result;
-  absl::Time kill_at = absl::InfiniteFuture();
-  int forwarded = 0;
-  auto stop_all = [&](int signal) {
-    for (Running& r : ranks) {
-      if (!r.exited) r.Stop(signal);
+
+  // Ranks that exited: restarted, given up on while enough run, or the end of the group.
+  void CollectExits() {
+    for (Running& r : ranks_) {
+      int code;
+      if (r.exited || !r.process->Poll(&code)) continue;
+      r.exited = true;
+      r.stdin_write.Reset();
+      --running_;
+      if (running_ == 0) drain_until_ = absl::Now() + absl::Seconds(2);
+      if (code == 0) someone_finished_ = true;
+      if (code == 0 || result_.has_value() || Restart(r, code)) continue;
+      if (settings_.restart_on_failure && settings_.min_running > 0 &&
+          static_cast<int>(running_) >= settings_.min_running) {
+        Logf("hmcrun", "%s exited with status %d and is not restarted; %d ranks go on", r.spec.name,
+             code, running_);
+        continue;
+      }
+      result_ = code;
+      Logf("hmcrun", "%s exited with status %d; stopping the others", r.spec.name, code);
+      StopAll(SIGTERM);
+      kill_at_ = absl::Now() + settings_.grace;
     }
-  };
-  size_t running = ranks.size();
-  absl::Time drain_until = absl::InfiniteFuture();
-  const int max_total_restarts = settings.max_total_restarts > 0
-                                     ? settings.max_total_restarts
-                                     : settings.max_restarts * static_cast<int>(ranks.size());
-  int total_restarts = 0;
-  bool someone_finished = false;  // A rank exited 0: the job is ending, nobody is restarted.
-  // What to do about a rank that failed; true when it was started again.
-  auto restart = [&](Running& r, int code) {
-    if (!settings.restart_on_failure || result.has_value() || someone_finished ||
-        r.restarts >= settings.max_restarts || total_restarts >= max_total_restarts) {
+  }
+
+  // True when the failed rank was started again.
+  bool Restart(Running& r, int code) {
+    if (!settings_.restart_on_failure || someone_finished_ ||
+        r.restarts >= settings_.max_restarts || total_restarts_ >= max_total_restarts_) {
       return false;
     }
     // What the failed process wrote last, before its pipe is replaced (bounded: a grandchild
     // may hold the pipe open).
     for (int i = 0; i < 64 && r.output.valid(); ++i) r.Drain();
     ++r.restarts;
-    ++total_restarts;
+    ++total_restarts_;
     Logf("hmcrun", "%s exited with status %d; restarting it (restart %d of %d, %d in all)",
-         r.spec.name, code, r.restarts, settings.max_restarts, total_restarts);
+         r.spec.name, code, r.restarts, settings_.max_restarts, total_restarts_);
     r.output.Reset();
     r.partial.clear();
     if (absl::Status s = StartRank(r); !s.ok()) {
@@ -219,72 +256,83 @@ absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSetti
       return false;
     }
     r.exited = false;
-    ++running;
+    ++running_;
     return true;
-  };
-  while (true) {
-    std::vector<pollfd> fds;
-    std::vector<Running*> owners;
-    for (Running& r : ranks) {
-      if (r.output.valid()) {
-        fds.push_back({r.output.get(), POLLIN, 0});
-        owners.push_back(&r);
-      }
-    }
-    if (running == 0 && (fds.empty() || absl::Now() >= drain_until)) break;
-    poll(fds.data(), fds.size(), 20);
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].revents != 0) owners[i]->Drain();
-    }
-    for (Running& r : ranks) {
-      int code;
-      if (r.exited || !r.process->Poll(&code)) continue;
-      r.exited = true;
-      r.stdin_write.Reset();
-      --running;
-      // Grandchildren may keep a pipe open: output is drained for at most two seconds more.
-      if (running == 0) drain_until = absl::Now() + absl::Seconds(2);
-      if (code == 0) someone_finished = true;
-      if (code != 0 && restart(r, code)) continue;
-      if (code != 0 && !result.has_value() && settings.restart_on_failure &&
-          settings.min_running > 0 && static_cast<int>(running) >= settings.min_running) {
-        Logf("hmcrun", "%s exited with status %d and is not restarted; %d ranks go on", r.spec.name,
-             code, running);
-        continue;
-      }
-      if (code != 0 && !result.has_value()) {
-        result = code;
-        Logf("hmcrun", "%s exited with status %d; stopping the others", r.spec.name, code);
-        stop_all(SIGTERM);
-        kill_at = absl::Now() + settings.grace;
-      }
-    }
-    watch_service(running);
-    if (g_signal_count > forwarded) {
-      forwarded = g_signal_count;
-      const int signal = forwarded > 1 ? SIGKILL : static_cast<int>(g_signal);
-      Logf("hmcrun", "got signal %d; forwarding %s to every rank", static_cast<int>(g_signal),
-           signal == SIGKILL ? "SIGKILL" : strsignal(signal));
-      if (!result.has_value()) result = 128 + static_cast<int>(g_signal);
-      stop_all(signal);
-      kill_at = std::min(kill_at, absl::Now() + settings.grace);
-    }
-    const absl::Time now = absl::Now();
-    if (now >= kill_at) {
-      stop_all(SIGKILL);
-      kill_at = absl::InfiniteFuture();
-    }
-    if (now >= deadline && running > 0) {
-      stop_all(SIGKILL);
-      for (Running& r : ranks) r.process->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
-      stop_service();
-      return absl::DeadlineExceededError(
-          absl::StrFormat("the group ran past its timeout of %s; killed every rank",
-                          absl::FormatDuration(settings.timeout)));
+  }
+
+  // SIGINT and SIGTERM to this process go to every rank; a second one kills.
+  void ForwardSignals() {
+    if (g_signal_count <= forwarded_) return;
+    forwarded_ = g_signal_count;
+    const int signal = forwarded_ > 1 ? SIGKILL : static_cast<int>(g_signal);
+    Logf("hmcrun", "got signal %d; forwarding %s to every rank", static_cast<int>(g_signal),
+         signal == SIGKILL ? "SIGKILL" : strsignal(signal));
+    if (!result_.has_value()) result_ = 128 + static_cast<int>(g_signal);
+    StopAll(signal);
+    kill_at_ = std::min(kill_at_, absl::Now() + settings_.grace);
+  }
+
+  void StopAll(int signal) {
+    for (Running& r : ranks_) {
+      if (!r.exited) r.Stop(signal);
     }
   }
-  stop_service();
-  return result.value_or(0);
+
+  // Starts the service again when it died while ranks still run.
+  void WatchService() {
+    int code;
+    if (!served_.process.has_value() || served_.exited || !served_.process->Poll(&code)) return;
+    served_.exited = true;
+    if (running_ == 0 || code == 0) return;  // 0: it saw every rank leave.
+    if (!settings_.restart_on_failure || served_.restarts >= settings_.max_restarts) {
+      Logf("hmcrun", "%s exited with status %d and is not restarted; the ranks go on without it",
+           served_.spec.name, code);
+      return;
+    }
+    ++served_.restarts;
+    if (absl::Status s = StartRank(served_); !s.ok()) {
+      Logf("hmcrun", "%s exited with status %d and cannot be restarted: %s", served_.spec.name,
+           code, s.message());
+      return;
+    }
+    served_.exited = false;
+    Logf("hmcrun",
+         "%s exited with status %d; restarted it at the same address as pid %d (restart %d of %d)",
+         served_.spec.name, code, served_.process->pid(), served_.restarts, settings_.max_restarts);
+  }
+
+  // Once no rank runs; bounded by the grace period.
+  void StopService() {
+    if (!served_.process.has_value() || served_.exited) return;
+    served_.Stop(SIGTERM);
+    if (!served_.process->Wait(absl::Now() + settings_.grace).ok()) {
+      served_.Stop(SIGKILL);
+      served_.process->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
+    }
+    served_.exited = true;
+  }
+
+  const GroupRunSettings& settings_;
+  Running served_;  // The service, when there is one.
+  std::vector<Running> ranks_;
+  size_t running_ = 0;
+  std::optional<int> result_;
+  absl::Time kill_at_ = absl::InfiniteFuture();
+  absl::Time drain_until_ = absl::InfiniteFuture();
+  int forwarded_ = 0;
+  int max_total_restarts_ = 0;
+  int total_restarts_ = 0;
+  bool someone_finished_ = false;  // A rank exited 0: the job is ending, nobody is restarted.
+};
+
+}  // namespace
+
+absl::StatusOr<int> RunRanks(std::vector<RankProcess> specs, const GroupRunSettings& settings,
+                             std::optional<ServiceProcess> service) {
+  SignalCatcher catcher;
+  GroupSupervisor group(settings, std::move(service));
+  if (absl::Status s = group.Start(std::move(specs)); !s.ok()) return s;
+  return group.Wait();
 }
 
 }  // namespace hmc
