@@ -91,6 +91,22 @@ class CommunicatorImpl {
   }
 
  private:
+  // Average's steps (fault_tolerant_average.cc): its argument checks; entering the round once the
+  // epoch the members agreed on is here (sets `round`; returns whether this rank's contribution
+  // is stale); leaving it without a commit; the verdict of the next epoch's reconciliation on an
+  // attempt that membership interrupted (kNone: none came); the committed round's average.
+  struct DecidedRound {
+    RoundVerdict verdict = RoundVerdict::kNone;
+    uint32_t epoch = 0;  // Of the attempt that committed.
+    std::vector<int> ids;
+    std::vector<double> weights;
+  };
+  absl::Status CheckAverageArguments(const Buffer& buffer, double weight);
+  absl::StatusOr<bool> EnterRound(bool with_state, uint64_t& round);
+  void LeaveRound(uint64_t round);
+  DecidedRound AwaitRoundVerdict(uint32_t attempt_epoch, uint64_t round);
+  absl::StatusOr<AverageOutcome> FinishRound(const Buffer& buffer, const std::vector<uint8_t>& sum,
+                                             AverageOutcome outcome, DecidedRound committed);
   using Algorithm = std::function<absl::Status(CollectiveContext&)>;
   // Sends an algorithm's early data (CallDescriptor::early_bytes) before the check's verdict.
   using EarlySend = std::function<void(CollectiveContext&)>;

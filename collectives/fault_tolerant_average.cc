@@ -192,77 +192,14 @@ uint64_t CommunicatorImpl::averaging_rounds() const {
 absl::StatusOr<AverageOutcome> CommunicatorImpl::Average(const Buffer& buffer, double weight,
                                                          const CallOptions& call,
                                                          const SharedState* state) {
-  if (buffer.dtype != DType::kF32 && buffer.dtype != DType::kF64) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("Average takes float or double buffers, not %s", DTypeName(buffer.dtype)));
-  }
-  if (!std::isfinite(weight) || weight < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("Average needs a finite weight of at least 0, not %g", weight));
-  }
-  if (absl::Status s = CheckBuffers(buffer, buffer, buffer.count, buffer.count); !s.ok()) return s;
-  if (absl::Status s = health(); !s.ok()) return s;
+  if (absl::Status s = CheckAverageArguments(buffer, weight); !s.ok()) return s;
   const size_t bytes = buffer.bytes();
   const std::vector<uint8_t> original(buffer.byte_data(), buffer.byte_data() + bytes);
   std::vector<uint8_t> sum(bytes);
   AverageOutcome outcome;
   // A rank whose state is stale computed `buffer` from it: it adds nothing to this round.
-  bool round_stale;
-  {
-    MutexLock lock(&mu_);
-    round_stale = state != nullptr && state_stale_;
-    if (!ready_told_ && coordinator_ != nullptr) {
-      ready_told_ = true;
-      ready_to_tell_ = true;  // The membership thread tells the coordinator.
-    }
-    RoundStanding& s = ledger_.standing;
-    if (s.in_round) return absl::FailedPreconditionError("another Average is in progress");
-    // Members that agreed to take joiners in after the last round do so before this one.
-    auto caught_up = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-      return group_->epoch >= agreed_epoch_ || !broken_.ok() || stopping_;
-    };
-    if (!mu_.AwaitWithDeadline(absl::Condition(&caught_up), absl::Now() + options_.timeout)) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "rank %d: the members agreed to start epoch %d after averaging round %d, but its table "
-          "did not arrive within %s",
-          id_, agreed_epoch_, s.committed, absl::FormatDuration(options_.timeout)));
-    }
-    if (!broken_.ok()) return broken_;
-    s.in_round = true;
-    s.attempts = 0;
-    s.complete = false;
-    outcome.round = s.committed;
-  }
-  auto leave_round = [&] {
-    MutexLock lock(&mu_);
-    RoundStanding& s = ledger_.standing;
-    if (s.in_round && s.committed == outcome.round) {
-      s.in_round = false;
-      s.complete = false;
-      s.attempts = 0;
-    }
-  };
-  auto finish = [&](uint32_t epoch, std::vector<int> ids,
-                    std::vector<double> weights) -> absl::StatusOr<AverageOutcome> {
-    outcome.epoch = epoch;
-    outcome.contributors = std::move(ids);
-    outcome.weights = std::move(weights);
-    // In rank order on every rank: the same bits everywhere.
-    outcome.total_weight = std::accumulate(outcome.weights.begin(), outcome.weights.end(), 0.0);
-    if (outcome.total_weight <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("averaging round %d: the contributors' weights sum to 0", outcome.round));
-    }
-    ScaleBuffer(buffer.dtype, sum.data(), buffer.byte_data(), buffer.count, outcome.total_weight,
-                /*divide=*/true);
-    MutexLock lock(&mu_);
-    if (epoch > resumed_epoch_ && coordinator_ != nullptr && group_->epoch == epoch &&
-        group_->rank == 0) {
-      resumed_epoch_ = epoch;
-      resumed_to_report_.push_back(epoch);  // The membership thread tells the coordinator.
-    }
-    return outcome;
-  };
+  absl::StatusOr<bool> round_stale = EnterRound(state != nullptr, outcome.round);
+  if (!round_stale.ok()) return round_stale.status();
   for (;;) {
     std::shared_ptr<const Group> g = group();
     {
@@ -272,14 +209,14 @@ absl::StatusOr<AverageOutcome> CommunicatorImpl::Average(const Buffer& buffer, d
       ledger_.standing.attempt_epoch = g->epoch;
     }
     ++outcome.attempts;
-    if (round_stale) {
+    if (*round_stale) {
       std::memset(sum.data(), 0, bytes);  // Not 0 * buffer, which keeps NaNs.
     } else {
       ScaleBuffer(buffer.dtype, original.data(), sum.data(), buffer.count, weight,
                   /*divide=*/false);
     }
     AveragingAttempt attempt{.round = outcome.round,
-                             .weight = round_stale ? 0.0 : weight,
+                             .weight = *round_stale ? 0.0 : weight,
                              .state = state,
                              .stale = state_stale()};
     const Buffer work_buffer{sum.data(), buffer.count, buffer.dtype};
@@ -292,34 +229,22 @@ absl::StatusOr<AverageOutcome> CommunicatorImpl::Average(const Buffer& buffer, d
       outcome.state_download = attempt.download;
       outcome.state_download.bytes += before;  // A resumed download counts both attempts.
     }
-    if (attempt.committed) return finish(g->epoch, g->ids, attempt.weights);
+    if (attempt.committed) {
+      return FinishRound(buffer, sum, std::move(outcome),
+                         {RoundVerdict::kCommit, g->epoch, g->ids, attempt.weights});
+    }
     if (!IsMembershipChanged(status)) {
-      leave_round();
+      LeaveRound(outcome.round);
       return status;
     }
     // Survivors stand in different places; the next epoch's reconciliation decides for all.
-    RoundVerdict verdict = RoundVerdict::kNone;
-    uint32_t epoch = 0;
-    std::vector<int> ids;
-    std::vector<double> weights;
-    {
-      MutexLock lock(&mu_);
-      auto decided = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return (ledger_.verdict_epoch > g->epoch && ledger_.verdict_round == outcome.round) ||
-               !broken_.ok();
-      };
-      if (mu_.AwaitWithDeadline(absl::Condition(&decided), absl::Now() + options_.timeout) &&
-          broken_.ok()) {
-        verdict = ledger_.verdict;
-        epoch = ledger_.standing.attempt_epoch;
-        ids = ledger_.contributors;
-        weights = ledger_.weights;
-      }
+    DecidedRound decided = AwaitRoundVerdict(g->epoch, outcome.round);
+    if (decided.verdict == RoundVerdict::kCommit) {
+      return FinishRound(buffer, sum, std::move(outcome), std::move(decided));
     }
-    if (verdict == RoundVerdict::kCommit) return finish(epoch, std::move(ids), std::move(weights));
-    if (verdict != RoundVerdict::kRetry) {
-      leave_round();
-      if (verdict == RoundVerdict::kGiveUp) {
+    if (decided.verdict != RoundVerdict::kRetry) {
+      LeaveRound(outcome.round);
+      if (decided.verdict == RoundVerdict::kGiveUp) {
         return MembershipChangedError(
             g->epoch, group()->epoch,
             absl::StrFormat("averaging round %d given up after %d attempts: %s", outcome.round,
@@ -328,6 +253,94 @@ absl::StatusOr<AverageOutcome> CommunicatorImpl::Average(const Buffer& buffer, d
       return health().ok() ? status : health();
     }
   }
+}
+
+absl::Status CommunicatorImpl::CheckAverageArguments(const Buffer& buffer, double weight) {
+  if (buffer.dtype != DType::kF32 && buffer.dtype != DType::kF64) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Average takes float or double buffers, not %s", DTypeName(buffer.dtype)));
+  }
+  if (!std::isfinite(weight) || weight < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("Average needs a finite weight of at least 0, not %g", weight));
+  }
+  if (absl::Status s = CheckBuffers(buffer, buffer, buffer.count, buffer.count); !s.ok()) return s;
+  return health();
+}
+
+absl::StatusOr<bool> CommunicatorImpl::EnterRound(bool with_state, uint64_t& round) {
+  MutexLock lock(&mu_);
+  const bool round_stale = with_state && state_stale_;
+  if (!ready_told_ && coordinator_ != nullptr) {
+    ready_told_ = true;
+    ready_to_tell_ = true;  // The membership thread tells the coordinator.
+  }
+  RoundStanding& s = ledger_.standing;
+  if (s.in_round) return absl::FailedPreconditionError("another Average is in progress");
+  // Members that agreed to take joiners in after the last round do so before this one.
+  auto caught_up = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return group_->epoch >= agreed_epoch_ || !broken_.ok() || stopping_;
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&caught_up), absl::Now() + options_.timeout)) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "rank %d: the members agreed to start epoch %d after averaging round %d, but its table "
+        "did not arrive within %s",
+        id_, agreed_epoch_, s.committed, absl::FormatDuration(options_.timeout)));
+  }
+  if (!broken_.ok()) return broken_;
+  s.in_round = true;
+  s.attempts = 0;
+  s.complete = false;
+  round = s.committed;
+  return round_stale;
+}
+
+void CommunicatorImpl::LeaveRound(uint64_t round) {
+  MutexLock lock(&mu_);
+  RoundStanding& s = ledger_.standing;
+  if (s.in_round && s.committed == round) {
+    s.in_round = false;
+    s.complete = false;
+    s.attempts = 0;
+  }
+}
+
+CommunicatorImpl::DecidedRound CommunicatorImpl::AwaitRoundVerdict(uint32_t attempt_epoch,
+                                                                   uint64_t round) {
+  MutexLock lock(&mu_);
+  auto decided = [&]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return (ledger_.verdict_epoch > attempt_epoch && ledger_.verdict_round == round) ||
+           !broken_.ok();
+  };
+  if (!mu_.AwaitWithDeadline(absl::Condition(&decided), absl::Now() + options_.timeout) ||
+      !broken_.ok()) {
+    return {};
+  }
+  return {ledger_.verdict, ledger_.standing.attempt_epoch, ledger_.contributors, ledger_.weights};
+}
+
+absl::StatusOr<AverageOutcome> CommunicatorImpl::FinishRound(const Buffer& buffer,
+                                                             const std::vector<uint8_t>& sum,
+                                                             AverageOutcome outcome,
+                                                             DecidedRound committed) {
+  outcome.epoch = committed.epoch;
+  outcome.contributors = std::move(committed.ids);
+  outcome.weights = std::move(committed.weights);
+  // In rank order on every rank: the same bits everywhere.
+  outcome.total_weight = std::accumulate(outcome.weights.begin(), outcome.weights.end(), 0.0);
+  if (outcome.total_weight <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("averaging round %d: the contributors' weights sum to 0", outcome.round));
+  }
+  ScaleBuffer(buffer.dtype, sum.data(), buffer.byte_data(), buffer.count, outcome.total_weight,
+              /*divide=*/true);
+  MutexLock lock(&mu_);
+  if (committed.epoch > resumed_epoch_ && coordinator_ != nullptr &&
+      group_->epoch == committed.epoch && group_->rank == 0) {
+    resumed_epoch_ = committed.epoch;
+    resumed_to_report_.push_back(committed.epoch);  // The membership thread tells the coordinator.
+  }
+  return outcome;
 }
 
 }  // namespace hmc
