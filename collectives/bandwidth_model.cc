@@ -4,6 +4,8 @@
 #include <map>
 #include <numeric>
 
+#include "collectives/hierarchical.h"
+
 namespace hmc {
 namespace {
 
@@ -74,22 +76,10 @@ double Butterfly(double bytes, int n, const std::vector<double>& shares, const L
 }
 
 double Hierarchical(double bytes, const std::vector<int>& zone_of, const LinkMatrix& links) {
-  // Zones in order of their first rank, members in rank order, shards as hierarchical.cc cuts
-  // them: mate k of a zone of m holds shards [k·S/m, (k+1)·S/m) of S (the largest zone's size).
-  std::vector<std::vector<int>> zones;
-  std::map<int, size_t> zone_index;
-  for (int r = 0; r < static_cast<int>(zone_of.size()); ++r) {
-    auto [it, added] = zone_index.emplace(zone_of[r], zones.size());
-    if (added) zones.emplace_back();
-    zones[it->second].push_back(r);
-  }
-  int shards = 0;
-  for (const std::vector<int>& z : zones) shards = std::max(shards, static_cast<int>(z.size()));
+  const ZoneLayout layout(zone_of);
+  const std::vector<std::vector<int>>& zones = layout.zones;
+  const int shards = layout.shards;
   const int zone_count = static_cast<int>(zones.size());
-  auto holder = [&](const std::vector<int>& z, int shard) {
-    const int m = static_cast<int>(z.size());
-    return z[shard * m / shards];  // The k with k·S/m <= shard < (k+1)·S/m.
-  };
   PhaseModel in_zone(links), across(links), gather(links);
   int ring_steps = 0;
   for (const std::vector<int>& z : zones) {
@@ -97,16 +87,18 @@ double Hierarchical(double bytes, const std::vector<int>& zone_of, const LinkMat
     ring_steps = std::max(ring_steps, m - 1);
     for (int k = 0; k < m; ++k) {
       in_zone.Carry(z[k], z[(k + 1) % m], (m - 1.0) / m * bytes);
-      const double held = static_cast<double>((k + 1) * shards / m - k * shards / m) / shards;
+      const auto [first, last] = ZoneLayout::ShardsOf(k, m, shards);
+      const double held = static_cast<double>(last - first) / shards;
       for (int mate : z) gather.Carry(z[k], mate, held * bytes);
     }
   }
   for (int shard = 0; shard < shards && zone_count > 1; ++shard) {
-    for (const std::vector<int>& a : zones) {
-      for (const std::vector<int>& b : zones) {
+    for (size_t a = 0; a < zones.size(); ++a) {
+      for (size_t b = 0; b < zones.size(); ++b) {
         // Each holder sends each other the part it reduces, then its reduced part.
-        if (&a != &b) {
-          across.Carry(holder(a, shard), holder(b, shard), 2.0 * bytes / shards / zone_count);
+        if (a != b) {
+          across.Carry(layout.Holder(a, shard), layout.Holder(b, shard),
+                       2.0 * bytes / shards / zone_count);
         }
       }
     }

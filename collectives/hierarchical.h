@@ -2,6 +2,7 @@
 #define HMC_COLLECTIVES_HIERARCHICAL_H_
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -11,6 +12,19 @@
 #include "core/reduce_op.h"
 
 namespace hmc {
+
+// How the hierarchical all-reduce cuts a group: zones in order of their first rank, members in
+// rank order, S shards (S the size of the largest zone), local rank j of a zone of m holding
+// shards [j·S/m, (j+1)·S/m).
+struct ZoneLayout {
+  explicit ZoneLayout(const std::vector<int>& zone_of);
+  static std::pair<int, int> ShardsOf(int j, int m, int shards);
+  int Holder(size_t zone, int shard) const;  // The rank of zones[zone] that holds `shard`.
+  size_t ZoneIndexOf(int rank) const;
+
+  std::vector<std::vector<int>> zones;
+  int shards = 0;
+};
 
 // Zone-aware all-reduce: reduce-scatter inside each zone, then the ranks that hold the same shard
 // in different zones all-reduce it across zones (in parallel, so every cross-zone link carries a

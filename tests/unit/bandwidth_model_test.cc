@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "collectives/hierarchical.h"
+
 namespace hmc {
 namespace {
 
@@ -46,6 +48,19 @@ TEST(BandwidthModel, HierarchicalPaysItsPhasesOneAfterAnother) {
   const double across = 0.5 * kBytes / kNicBytesPerS + 3 * 0.050;
   EXPECT_NEAR(*ModelledAllReduceSeconds("hierarchical", kBytes, kZones, kEqual, TwoZones()),
               in_zone + across + in_zone, 1e-9);
+}
+
+// The model and the algorithm share the layout: a zone of three and a zone of two, three shards;
+// rank 3 holds shard 0 of the second zone, rank 4 shards 1 and 2.
+TEST(ZoneLayout, ShardsAreHeldAsTheHierarchicalAllReduceCutsThem) {
+  const ZoneLayout layout({5, 5, 5, 2, 2});
+  ASSERT_EQ(layout.zones, (std::vector<std::vector<int>>{{0, 1, 2}, {3, 4}}));
+  EXPECT_EQ(layout.shards, 3);
+  EXPECT_EQ(layout.Holder(1, 0), 3);
+  EXPECT_EQ(layout.Holder(1, 1), 4);
+  EXPECT_EQ(layout.Holder(1, 2), 4);
+  EXPECT_EQ(layout.Holder(0, 2), 2);
+  EXPECT_EQ(layout.ZoneIndexOf(4), 1u);
 }
 
 TEST(BandwidthModel, ButterflyLinksCarryBothEndsShares) {
