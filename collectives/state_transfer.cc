@@ -147,132 +147,171 @@ absl::Status Serve(CollectiveContext& ctx, const std::vector<int>& receivers,
 }
 
 // A stale member: fetches the parts it lacks and checks each against the hashes the holders
-// agree on. Each holder gets kWindow parts to send at first and one more whenever one of its
-// parts arrives, so a faster link carries more of the state without any measurement. A first
-// download fetches every part at once, while the holders hash; a resumed one (`resume`) first
-// hashes what this member holds, and fetches only the parts that differ.
-absl::Status Download(CollectiveContext& ctx, const std::vector<int>& sources,
-                      const SharedState& state, const std::vector<StatePart>& parts, bool resume,
-                      StateDownload* download) {
-  const size_t hash_bytes = kHashBytes * parts.size();
-  std::vector<uint8_t*> lists;
-  std::vector<CollectiveContext::Pending> pending;
-  for (int s : sources) {
-    lists.push_back(ctx.Scratch(hash_bytes));
-    pending.push_back(ctx.Recv(s, Phase::kState, kHashStep, 0, lists.back(), hash_bytes));
+// agree on. Each holder gets kWindow parts to send at first and another as one of its parts
+// arrives while its rate says it delivers it before the others are through what is left, so a
+// faster link carries more of the state. A first download fetches every part at once, while the
+// holders hash; a resumed one (`resume`) first hashes what this member holds, and fetches only
+// the parts that differ.
+class Downloader {
+ public:
+  Downloader(CollectiveContext& ctx, const std::vector<int>& sources, const SharedState& state,
+             const std::vector<StatePart>& parts, StateDownload* download)
+      : ctx_(ctx),
+        sources_(sources),
+        state_(state),
+        parts_(parts),
+        download_(download),
+        next_ask_(sources.size(), 0),
+        fetches_(parts.size()),
+        source_of_(parts.size(), -1),
+        bytes_from_(sources.size(), 0) {}
+
+  absl::Status Run(bool resume) {
+    std::vector<CollectiveContext::Pending> pending;
+    for (int s : sources_) {
+      lists_.push_back(ctx_.Scratch(kHashBytes * parts_.size()));
+      pending.push_back(
+          ctx_.Recv(s, Phase::kState, kHashStep, 0, lists_.back(), kHashBytes * parts_.size()));
+    }
+    if (!resume) {
+      for (size_t i = 0; i < parts_.size(); ++i) wanted_.push_back(static_cast<uint32_t>(i));
+      for (size_t k = 0; k < sources_.size(); ++k) Give(k, kWindow);
+    }
+    if (absl::Status s = ctx_.WaitAll(pending); !s.ok()) return s;
+    if (absl::Status s = CheckHashListsAgree(); !s.ok()) {
+      // Asks for nothing, so that the holders finish, and fails: this rank cannot be a member.
+      FinishAll();
+      ctx_.WaitAll(sends_).IgnoreError();
+      return s;
+    }
+    if (resume) {
+      // The parts this member does not hold already (a download cut short left some).
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        if (!MatchesList(i)) wanted_.push_back(static_cast<uint32_t>(i));
+      }
+      for (size_t k = 0; k < sources_.size(); ++k) Give(k, kWindow);
+    }
+    if (absl::Status s = ReceiveParts(); !s.ok()) return s;
+    for (size_t k = 0; k < sources_.size(); ++k) {
+      if (bytes_from_[k] == 0) continue;
+      download_->sources.push_back(sources_[k]);
+      download_->bytes_from.push_back(bytes_from_[k]);
+    }
+    return ctx_.WaitAll(sends_);
   }
-  std::vector<uint32_t> next_ask(sources.size(), 0);
-  std::vector<CollectiveContext::Pending> sends;
-  auto ask = [&](size_t k, const std::vector<uint32_t>& indexes) {
-    uint8_t* message = ctx.Scratch(4 * indexes.size() + 1);
+
+ private:
+  // Sends holder k a request for `indexes` (empty: the end).
+  void Ask(size_t k, const std::vector<uint32_t>& indexes) {
+    uint8_t* message = ctx_.Scratch(4 * indexes.size() + 1);
     // An empty request (the end) has no data to copy: memcpy from its null data() is undefined.
     if (!indexes.empty()) std::memcpy(message, indexes.data(), 4 * indexes.size());
-    sends.push_back(ctx.Send(sources[k], Phase::kState, kRequestStep, next_ask[k]++, message,
-                             4 * indexes.size()));
-  };
-  auto finish_all = [&] {
-    for (size_t k = 0; k < sources.size(); ++k) ask(k, {});
-  };
-  auto completions = std::make_shared<Completions>();
-  std::vector<CollectiveContext::Pending> fetches(parts.size());
-  std::vector<int> source_of(parts.size(), -1);
-  std::vector<uint64_t> bytes_from(sources.size(), 0);
-  std::deque<uint32_t> wanted;
-  size_t in_flight = 0;
-  // Asks holder k for up to `count` more parts; false when none are left.
-  auto give = [&](size_t k, size_t count) {
+    sends_.push_back(ctx_.Send(sources_[k], Phase::kState, kRequestStep, next_ask_[k]++, message,
+                               4 * indexes.size()));
+  }
+
+  void FinishAll() {
+    if (finished_) return;
+    finished_ = true;
+    for (size_t k = 0; k < sources_.size(); ++k) Ask(k, {});
+  }
+
+  // Asks holder k for up to `count` more parts.
+  void Give(size_t k, size_t count) {
     std::vector<uint32_t> indexes;
-    while (indexes.size() < std::min(count, kMaxAsk) && !wanted.empty()) {
-      const uint32_t i = wanted.front();
-      wanted.pop_front();
-      source_of[i] = static_cast<int>(k);
-      fetches[i] = ctx.Recv(sources[k], Phase::kState, kPartStep, i, PartData(state, parts[i]),
-                            parts[i].bytes);
-      Completions::Watch(completions, fetches[i].request, i);
+    while (indexes.size() < std::min(count, kMaxAsk) && !wanted_.empty()) {
+      const uint32_t i = wanted_.front();
+      wanted_.pop_front();
+      source_of_[i] = static_cast<int>(k);
+      fetches_[i] = ctx_.Recv(sources_[k], Phase::kState, kPartStep, i, PartData(state_, parts_[i]),
+                              parts_[i].bytes);
+      Completions::Watch(completions_, fetches_[i].request, i);
       indexes.push_back(i);
-      ++in_flight;
+      ++in_flight_;
     }
-    if (!indexes.empty()) ask(k, indexes);
-    return !indexes.empty();
-  };
-  if (!resume) {
-    for (size_t i = 0; i < parts.size(); ++i) wanted.push_back(static_cast<uint32_t>(i));
-    for (size_t k = 0; k < sources.size(); ++k) give(k, kWindow);
+    if (!indexes.empty()) Ask(k, indexes);
   }
-  if (absl::Status s = ctx.WaitAll(pending); !s.ok()) return s;
-  for (size_t k = 1; k < sources.size(); ++k) {
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (std::memcmp(lists[0] + kHashBytes * i, lists[k] + kHashBytes * i, kHashBytes) != 0) {
-        // Asks for nothing, so that the holders finish, and fails: this rank cannot be a member.
-        finish_all();
-        ctx.WaitAll(sends).IgnoreError();
-        return ctx.PeerError(
-            sources[k],
-            absl::DataLossError(absl::StrFormat(
-                "members hold different state: part %d of tensor '%s' differs from what %s "
-                "holds",
-                i, state.tensors[parts[i].tensor].first,
-                ctx.PeerError(sources[0], absl::OkStatus()).message())));
+
+  bool MatchesList(size_t i) const {
+    return std::memcmp(HashPart(state_, parts_[i]).data(), lists_[0] + kHashBytes * i,
+                       kHashBytes) == 0;
+  }
+
+  absl::Status CheckHashListsAgree() const {
+    for (size_t k = 1; k < sources_.size(); ++k) {
+      for (size_t i = 0; i < parts_.size(); ++i) {
+        if (std::memcmp(lists_[0] + kHashBytes * i, lists_[k] + kHashBytes * i, kHashBytes) != 0) {
+          return ctx_.PeerError(
+              sources_[k],
+              absl::DataLossError(absl::StrFormat(
+                  "members hold different state: part %d of tensor '%s' differs from what %s "
+                  "holds",
+                  i, state_.tensors[parts_[i].tensor].first,
+                  ctx_.PeerError(sources_[0], absl::OkStatus()).message())));
+        }
       }
     }
+    return absl::OkStatus();
   }
-  if (resume) {
-    // The parts this member does not hold already (a download cut short left some).
-    for (size_t i = 0; i < parts.size(); ++i) {
-      if (std::memcmp(HashPart(state, parts[i]).data(), lists[0] + kHashBytes * i, kHashBytes) !=
-          0) {
-        wanted.push_back(static_cast<uint32_t>(i));
+
+  absl::Status ReceiveParts() {
+    if (wanted_.empty()) FinishAll();
+    const absl::Time start = absl::Now();
+    while (in_flight_ > 0) {
+      absl::StatusOr<Completions::Done> done = completions_->Next(ctx_.deadline());
+      if (!done.ok()) return done.status();
+      const size_t i = done->key;
+      const size_t k = static_cast<size_t>(source_of_[i]);
+      --in_flight_;
+      if (absl::Status s = ctx_.Wait(fetches_[i]); !s.ok()) return s;
+      if (!MatchesList(i)) {
+        return ctx_.PeerError(
+            sources_[k], absl::DataLossError(
+                             absl::StrFormat("state part %d of tensor '%s' does not match its hash",
+                                             i, state_.tensors[parts_[i].tensor].first)));
       }
+      download_->bytes += parts_[i].bytes;
+      bytes_from_[k] += parts_[i].bytes;
+      ++download_->parts_downloaded;
+      if (WorthAnother(k, std::max(1e-3, absl::ToDoubleSeconds(absl::Now() - start)))) Give(k, 1);
+      if (wanted_.empty()) FinishAll();
     }
-    for (size_t k = 0; k < sources.size(); ++k) give(k, kWindow);
+    FinishAll();
+    return absl::OkStatus();
   }
-  if (wanted.empty()) finish_all();
-  bool finished = wanted.empty();
-  const absl::Time start = absl::Now();
-  while (in_flight > 0) {
-    absl::StatusOr<Completions::Done> done = completions->Next(ctx.deadline());
-    if (!done.ok()) return done.status();
-    const size_t i = done->key;
-    const size_t k = static_cast<size_t>(source_of[i]);
-    --in_flight;
-    if (absl::Status s = ctx.Wait(fetches[i]); !s.ok()) return s;
-    if (std::memcmp(HashPart(state, parts[i]).data(), lists[0] + kHashBytes * i, kHashBytes) != 0) {
-      return ctx.PeerError(sources[k], absl::DataLossError(absl::StrFormat(
-                                           "state part %d of tensor '%s' does not match its hash",
-                                           i, state.tensors[parts[i].tensor].first)));
-    }
-    download->bytes += parts[i].bytes;
-    bytes_from[k] += parts[i].bytes;
-    ++download->parts_downloaded;
-    // The download lasts until its slowest link delivers its last part: a holder gets another
-    // part only if, at the rate it has shown, it delivers it before the others (at theirs) are
-    // through what is left. The fastest holder always gets one.
-    const double elapsed = std::max(1e-3, absl::ToDoubleSeconds(absl::Now() - start));
+
+  // The download lasts until its slowest link delivers its last part: holder k gets another part
+  // only if, at the rate it has shown, it delivers it before the others (at theirs) are through
+  // what is left. The fastest holder always gets one.
+  bool WorthAnother(size_t k, double elapsed_s) const {
     double total_rate = 0, fastest = 0, left = 0;
-    for (uint64_t b : bytes_from) {
-      total_rate += static_cast<double>(b) / elapsed;
-      fastest = std::max(fastest, static_cast<double>(b) / elapsed);
+    for (uint64_t b : bytes_from_) {
+      total_rate += static_cast<double>(b) / elapsed_s;
+      fastest = std::max(fastest, static_cast<double>(b) / elapsed_s);
     }
-    for (uint32_t w : wanted) left += static_cast<double>(parts[w].bytes);
-    const double rate = static_cast<double>(bytes_from[k]) / elapsed;
-    const bool worth =
-        rate >= fastest || in_flight == 0 ||
-        (!wanted.empty() &&
-         static_cast<double>(parts[wanted.front()].bytes) / rate <= left / total_rate);
-    if (worth) give(k, 1);
-    if (wanted.empty() && !finished) {
-      finish_all();
-      finished = true;
-    }
+    for (uint32_t w : wanted_) left += static_cast<double>(parts_[w].bytes);
+    const double rate = static_cast<double>(bytes_from_[k]) / elapsed_s;
+    return rate >= fastest || in_flight_ == 0 ||
+           (!wanted_.empty() &&
+            static_cast<double>(parts_[wanted_.front()].bytes) / rate <= left / total_rate);
   }
-  if (!finished) finish_all();
-  for (size_t k = 0; k < sources.size(); ++k) {
-    if (bytes_from[k] == 0) continue;
-    download->sources.push_back(sources[k]);
-    download->bytes_from.push_back(bytes_from[k]);
-  }
-  return ctx.WaitAll(sends);
-}
+
+  CollectiveContext& ctx_;
+  const std::vector<int>& sources_;
+  const SharedState& state_;
+  const std::vector<StatePart>& parts_;
+  StateDownload* download_;
+  std::vector<uint8_t*> lists_;  // Each holder's hash list.
+  std::vector<uint32_t> next_ask_;
+  std::vector<CollectiveContext::Pending> sends_;
+  std::shared_ptr<Completions> completions_ = std::make_shared<Completions>();
+  std::vector<CollectiveContext::Pending> fetches_;
+  std::vector<int> source_of_;
+  std::vector<uint64_t> bytes_from_;
+  std::deque<uint32_t> wanted_;
+  size_t in_flight_ = 0;
+  bool finished_ = false;  // Every holder was told the end.
+};
 
 }  // namespace
 
@@ -332,7 +371,7 @@ absl::Status TransferState(CollectiveContext& ctx, const std::vector<uint8_t>& s
   if (stale[ctx.rank()]) {
     *download = StateDownload{};
     download->parts = static_cast<int>(parts.size());
-    status = Download(ctx, sources, state, parts, resume, download);
+    status = Downloader(ctx, sources, state, parts, download).Run(resume);
     download->time = absl::Now() - start;
   } else {
     status = Serve(ctx, receivers, state, parts);
