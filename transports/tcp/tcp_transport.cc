@@ -217,6 +217,41 @@ void TcpTransport::Accept(AcceptGate& gate, bool local) {
   }
 }
 
+absl::Status TcpTransport::CheckHello(const Handshake& h, const PeerHello& hello) const {
+  if (!ProofsEqual(hello.proof, hello.Proof(config_.token, h.nonce))) {
+    return absl::PermissionDeniedError("authentication failed: wrong token");
+  }
+  if (hello.world_id != config_.world_id) {
+    return absl::PermissionDeniedError(absl::StrFormat("wrong world id '%s' (this peer is in '%s')",
+                                                       hello.world_id, config_.world_id));
+  }
+  if (hello.epoch != config_.limits.epoch ||
+      hello.streams != static_cast<uint16_t>(config_.limits.streams)) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("mismatched settings: peer has epoch %d and %d streams, "
+                        "this rank epoch %d and %d streams",
+                        hello.epoch, hello.streams, config_.limits.epoch, config_.limits.streams));
+  }
+  if (hello.integrity != static_cast<uint8_t>(config_.limits.integrity)) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("mismatched settings: peer has integrity %d, this rank %s", hello.integrity,
+                        FrameIntegrityName(config_.limits.integrity)));
+  }
+  // TLS where either end wants it; a hello that leaves it out where this rank wants it is refused
+  // (the proof covers the flag: nobody on the way can have removed it).
+  if (hello.tls && h.local) {
+    return absl::PermissionDeniedError("TLS asked for on a local socket");
+  }
+  if (!hello.tls && !h.local &&
+      (!h.peer_address.has_value() ||
+       WantsTls(config_.tls.mode, *h.self_address, *h.peer_address))) {
+    return absl::PermissionDeniedError("this rank requires TLS on this link (option tls)");
+  }
+  // Everything that could refuse the stream is checked before PeerAccept goes out: a connector
+  // that is told it was accepted must be attached.
+  return CheckInbound(hello.rank, hello.to_rank, hello.stream);
+}
+
 void TcpTransport::OnHandshakeReadable(Handshake& h) {
   uint8_t buffer[4096];
   const ssize_t n = recv(h.fd.get(), buffer, sizeof(buffer), 0);
@@ -249,45 +284,8 @@ void TcpTransport::OnHandshakeReadable(Handshake& h) {
     RejectHandshake(h, std::string(hello.status().message()));
     return;
   }
-  if (!ProofsEqual(hello->proof, hello->Proof(config_.token, h.nonce))) {
-    RejectHandshake(h, "authentication failed: wrong token");
-    return;
-  }
-  if (hello->world_id != config_.world_id) {
-    RejectHandshake(h, absl::StrFormat("wrong world id '%s' (this peer is in '%s')",
-                                       hello->world_id, config_.world_id));
-    return;
-  }
-  if (hello->epoch != config_.limits.epoch ||
-      hello->streams != static_cast<uint16_t>(config_.limits.streams)) {
-    RejectHandshake(h, absl::StrFormat("mismatched settings: peer has epoch %d and %d streams, "
-                                       "this rank epoch %d and %d streams",
-                                       hello->epoch, hello->streams, config_.limits.epoch,
-                                       config_.limits.streams));
-    return;
-  }
-  if (hello->integrity != static_cast<uint8_t>(config_.limits.integrity)) {
-    RejectHandshake(
-        h, absl::StrFormat("mismatched settings: peer has integrity %d, this rank %s",
-                           hello->integrity, FrameIntegrityName(config_.limits.integrity)));
-    return;
-  }
-  // TLS where either end wants it; a hello that leaves it out where this rank wants it is refused
-  // (the proof covers the flag: nobody on the way can have removed it).
-  if (hello->tls && h.local) {
-    RejectHandshake(h, "TLS asked for on a local socket");
-    return;
-  }
-  if (!hello->tls && !h.local &&
-      (!h.peer_address.has_value() ||
-       WantsTls(config_.tls.mode, *h.self_address, *h.peer_address))) {
-    RejectHandshake(h, "this rank requires TLS on this link (option tls)");
-    return;
-  }
-  // Everything that could refuse the stream is checked before PeerAccept goes out: a connector
-  // that is told it was accepted must be attached.
-  if (absl::Status s = CheckInbound(hello->rank, hello->to_rank, hello->stream); !s.ok()) {
-    RejectHandshake(h, std::string(s.message()));
+  if (absl::Status refused = CheckHello(h, *hello); !refused.ok()) {
+    RejectHandshake(h, std::string(refused.message()));
     return;
   }
   absl::StatusOr<StreamProtection> protection =

@@ -89,6 +89,9 @@ class TcpTransport final : public Transport, private TcpLoop {
   // Drops the oldest connection still in its handshake (to make room for a new one).
   void ShedOldestHandshake(const std::string& why);
   void OnHandshakeReadable(Handshake& h);
+  // Why a well-formed hello is refused (its proof, world, settings, TLS, the stream it names);
+  // OK where it is accepted.
+  absl::Status CheckHello(const Handshake& h, const PeerHello& hello) const;
   void RejectHandshake(Handshake& h, const std::string& reason);
   void DropHandshake(int fd);
   // Takes a handshake out of the table; it is freed once the event batch is done.
