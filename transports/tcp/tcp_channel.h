@@ -166,6 +166,14 @@ class TcpChannel final : public Channel,
   void WriteNotice(Stream& s, const std::vector<uint8_t>& frame);
   void Write(Stream& s);
   void Read(Stream& s);
+  // Read's steps. A header: read on (kAgain: part of it), stop (the socket has no more, or the
+  // stream ended or failed) or go on to its payload (kPayload), whose destination BeginPayload
+  // found (false: the stream pauses, or the channel failed). ReadPayload reads what the budget
+  // allows; false where Read must stop.
+  enum class ReadStep { kAgain, kStop, kPayload };
+  ReadStep ReadHeader(Stream& s);
+  bool BeginPayload(Stream& s);
+  bool ReadPayload(Stream& s, uint64_t& budget);
   // Reads the trailer of the stream's current frame and checks it; false if it has not all
   // arrived yet or the check failed (then the channel failed).
   bool ReadTrailer(Stream& s);

@@ -114,95 +114,102 @@ void TcpChannel::Read(Stream& s) {
   // say again that they are there.
   while ((budget > 0 || s.io->buffered()) && !failed_ && !s.paused) {
     if (!s.have_header) {
-      const IoResult r =
-          s.io->Read(s.header_bytes + s.header_got, kFrameHeaderBytes - s.header_got);
-      if (r.kind == IoResult::kWouldBlock) return;
-      if (r.kind != IoResult::kDone) {
-        const std::string cause =
-            r.kind == IoResult::kClosed ? "connection closed by peer" : r.error;
-        if (s.got_goodbye || shutting_down_) {
-          s.eof = true;
-          UpdateInterest(s);
-          bool all_closed = true;
-          for (const auto& other : streams_) all_closed = all_closed && other->eof;
-          if (all_closed && !shutting_down_) PeerClosed();
-          return;
-        }
-        LinkLost(s, s.header_got > 0 ? absl::StrFormat("%s inside a frame header", cause) : cause,
-                 /*read_side_closed=*/true);
-        return;
-      }
-      s.header_got += r.bytes;
-      if (s.header_got < kFrameHeaderBytes) continue;
-      absl::StatusOr<FrameHeader> header =
-          DecodeFrameHeader(s.header_bytes, limits_.max_frame_bytes);
-      if (!header.ok()) {
-        Fail(Error(header.status().message()), /*notify=*/true);
-        return;
-      }
-      if (header->epoch != limits_.epoch) {
-        Fail(Error(absl::StrFormat("frame of epoch %d, expected %d", header->epoch, limits_.epoch)),
-             /*notify=*/true);
-        return;
-      }
-      if (s.receive_seal != nullptr) {
-        s.receive_seal->Begin();
-        s.receive_seal->Update(s.header_bytes);
-      }
-      s.header = *header;
-      s.have_header = true;
-      if (header->type == FrameType::kLeave && header->payload_bytes == 0) {
-        s.remaining = 0;  // A goodbye: handled once its trailer checks out.
-      } else if (header->type == FrameType::kData) {
-        if (!Route(s)) return;
-      } else if (header->type == FrameType::kLeave || header->type == FrameType::kRendezvous ||
-                 header->type == FrameType::kRendezvousDone ||
-                 header->type == FrameType::kStreamsWanted) {
-        // A small control frame: its payload is read like data, then handled in FinishStripe.
-        if (header->payload_bytes > kMaxControlOnDataStream) {
-          Fail(Error(absl::StrFormat("oversized %s frame", FrameTypeName(header->type))),
-               /*notify=*/true);
-          return;
-        }
-        s.control.resize(header->payload_bytes);
-        s.dest = s.control.data();
-        s.remaining = header->payload_bytes;
-      } else {
-        Fail(Error(absl::StrFormat("unexpected %s frame on a data stream",
-                                   FrameTypeName(header->type))),
-             /*notify=*/true);
-        return;
-      }
+      const ReadStep step = ReadHeader(s);
+      if (step == ReadStep::kStop) return;
+      if (step == ReadStep::kAgain) continue;
     }
-    if (s.remaining > 0) {
-      if (s.discarding && discard_sink_.empty()) discard_sink_.resize(64 << 10);
-      uint8_t* to = s.discarding ? discard_sink_.data() : s.dest;
-      uint64_t want = std::min(s.remaining, std::max<uint64_t>(budget, 64 << 10));
-      if (s.discarding) want = std::min<uint64_t>(want, discard_sink_.size());
-      const IoResult r = s.io->Read(to, want);
-      if (r.kind == IoResult::kWouldBlock) return;
-      if (r.kind != IoResult::kDone) {
-        LinkLost(
-            s,
-            absl::StrFormat("%s inside a %d-byte frame (%d bytes missing)",
-                            r.kind == IoResult::kClosed ? "connection closed by peer" : r.error,
-                            s.header.payload_bytes, s.remaining),
-            /*read_side_closed=*/true);
-        return;
-      }
-      if (s.receive_seal != nullptr) s.receive_seal->Update(std::span<const uint8_t>(to, r.bytes));
-      if (!s.discarding) s.dest += r.bytes;
-      s.remaining -= r.bytes;
-      budget -= std::min<uint64_t>(budget, r.bytes);
-      if (s.header.type == FrameType::kData) {
-        counters_.AddReceived(r.bytes, 0);
-      }
-    }
+    if (s.remaining > 0 && !ReadPayload(s, budget)) return;
     if (s.remaining > 0) continue;
     // Not yet there (or bad, and the channel failed): the socket says when more arrives.
     if (!ReadTrailer(s)) return;
     FinishStripe(s);
   }
+}
+
+TcpChannel::ReadStep TcpChannel::ReadHeader(Stream& s) {
+  const IoResult r = s.io->Read(s.header_bytes + s.header_got, kFrameHeaderBytes - s.header_got);
+  if (r.kind == IoResult::kWouldBlock) return ReadStep::kStop;
+  if (r.kind != IoResult::kDone) {
+    const std::string cause = r.kind == IoResult::kClosed ? "connection closed by peer" : r.error;
+    if (s.got_goodbye || shutting_down_) {
+      s.eof = true;
+      UpdateInterest(s);
+      bool all_closed = true;
+      for (const auto& other : streams_) all_closed = all_closed && other->eof;
+      if (all_closed && !shutting_down_) PeerClosed();
+      return ReadStep::kStop;
+    }
+    LinkLost(s, s.header_got > 0 ? absl::StrFormat("%s inside a frame header", cause) : cause,
+             /*read_side_closed=*/true);
+    return ReadStep::kStop;
+  }
+  s.header_got += r.bytes;
+  if (s.header_got < kFrameHeaderBytes) return ReadStep::kAgain;
+  absl::StatusOr<FrameHeader> header = DecodeFrameHeader(s.header_bytes, limits_.max_frame_bytes);
+  if (!header.ok()) {
+    Fail(Error(header.status().message()), /*notify=*/true);
+    return ReadStep::kStop;
+  }
+  if (header->epoch != limits_.epoch) {
+    Fail(Error(absl::StrFormat("frame of epoch %d, expected %d", header->epoch, limits_.epoch)),
+         /*notify=*/true);
+    return ReadStep::kStop;
+  }
+  if (s.receive_seal != nullptr) {
+    s.receive_seal->Begin();
+    s.receive_seal->Update(s.header_bytes);
+  }
+  s.header = *header;
+  s.have_header = true;
+  return BeginPayload(s) ? ReadStep::kPayload : ReadStep::kStop;
+}
+
+bool TcpChannel::BeginPayload(Stream& s) {
+  const FrameHeader& header = s.header;
+  if (header.type == FrameType::kLeave && header.payload_bytes == 0) {
+    s.remaining = 0;  // A goodbye: handled once its trailer checks out.
+    return true;
+  }
+  if (header.type == FrameType::kData) return Route(s);
+  if (header.type == FrameType::kLeave || header.type == FrameType::kRendezvous ||
+      header.type == FrameType::kRendezvousDone || header.type == FrameType::kStreamsWanted) {
+    // A small control frame: its payload is read like data, then handled in FinishStripe.
+    if (header.payload_bytes > kMaxControlOnDataStream) {
+      Fail(Error(absl::StrFormat("oversized %s frame", FrameTypeName(header.type))),
+           /*notify=*/true);
+      return false;
+    }
+    s.control.resize(header.payload_bytes);
+    s.dest = s.control.data();
+    s.remaining = header.payload_bytes;
+    return true;
+  }
+  Fail(Error(absl::StrFormat("unexpected %s frame on a data stream", FrameTypeName(header.type))),
+       /*notify=*/true);
+  return false;
+}
+
+bool TcpChannel::ReadPayload(Stream& s, uint64_t& budget) {
+  if (s.discarding && discard_sink_.empty()) discard_sink_.resize(64 << 10);
+  uint8_t* to = s.discarding ? discard_sink_.data() : s.dest;
+  uint64_t want = std::min(s.remaining, std::max<uint64_t>(budget, 64 << 10));
+  if (s.discarding) want = std::min<uint64_t>(want, discard_sink_.size());
+  const IoResult r = s.io->Read(to, want);
+  if (r.kind == IoResult::kWouldBlock) return false;
+  if (r.kind != IoResult::kDone) {
+    LinkLost(s,
+             absl::StrFormat("%s inside a %d-byte frame (%d bytes missing)",
+                             r.kind == IoResult::kClosed ? "connection closed by peer" : r.error,
+                             s.header.payload_bytes, s.remaining),
+             /*read_side_closed=*/true);
+    return false;
+  }
+  if (s.receive_seal != nullptr) s.receive_seal->Update(std::span<const uint8_t>(to, r.bytes));
+  if (!s.discarding) s.dest += r.bytes;
+  s.remaining -= r.bytes;
+  budget -= std::min<uint64_t>(budget, r.bytes);
+  if (s.header.type == FrameType::kData) counters_.AddReceived(r.bytes, 0);
+  return true;
 }
 
 bool TcpChannel::ReadTrailer(Stream& s) {
