@@ -270,6 +270,65 @@ std::string Describe(const RankCommand& command) {
   return absl::StrJoin(words, " ");
 }
 
+// The coordinator: the one named by --coordinator; under --restart=on-failure a process of its
+// own, restarted when it dies (a crash there must not end the job); otherwise served from this
+// process (`hosted`).
+absl::Status StartCoordinator(const LaunchArgs& args, const std::vector<RankPlacement>& placements,
+                              const Options& options, const char* argv0, HostedCoordinator& hosted,
+                              std::optional<ServiceProcess>& coordinator_process) {
+  absl::StatusOr<CoordinatorConfig> config = CoordinatorConfigFor(options);
+  if (!config.ok()) return config.status();
+  config->max_ranks = static_cast<int>(placements.size());
+  if (!args.coordinator.empty()) {
+    hosted.address = args.coordinator;
+  } else if (args.dry_run) {
+    hosted.address = "<coordinator hosted by hmcrun>";
+  } else if (args.restart_on_failure) {
+    absl::StatusOr<CoordinatorPlacement> placement =
+        PlaceCoordinator(placements, args.coordinator_bind);
+    if (!placement.ok()) return placement.status();
+    const std::string program = absl::StrCat(
+        std::filesystem::path(SelfExecutable(argv0)).parent_path().string(), "/hmc-coordinator");
+    absl::StatusOr<CoordinatorProcess> process =
+        StartCoordinatorProcess(program, *placement, *config);
+    if (!process.ok()) return process.status();
+    hosted.address = process->address;
+    coordinator_process.emplace(ServiceProcess{.name = "the coordinator",
+                                               .process = std::move(process->process),
+                                               .restart = std::move(process->restart)});
+  } else {
+    absl::StatusOr<HostedCoordinator> started =
+        HostCoordinator(placements, *config, args.coordinator_bind);
+    if (!started.ok()) return started.status();
+    hosted = std::move(*started);
+  }
+  return absl::OkStatus();
+}
+
+// Every rank's command (over ssh, in a namespace or here), label and name.
+absl::StatusOr<std::vector<RankProcess>> RankProcesses(const std::vector<RankPlacement>& placements,
+                                                       const Options& options,
+                                                       const LaunchArgs& args) {
+  char cwd[PATH_MAX] = {};
+  RemoteSettings remote{.remote_path = args.remote_path,
+                        .working_dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ""};
+  std::vector<std::string> program = args.program;
+  if (absl::StrContains(program[0], '/') && !absl::StartsWith(program[0], "/")) {
+    char resolved[PATH_MAX];
+    if (realpath(program[0].c_str(), resolved) != nullptr) program[0] = resolved;
+  }
+  std::vector<RankProcess> ranks;
+  for (const RankPlacement& p : placements) {
+    absl::StatusOr<std::vector<std::string>> env = RankEnvironment(p, options, args);
+    if (!env.ok()) return env.status();
+    ranks.push_back(
+        {.command = BuildRankCommand(*p.host, program, *env, remote),
+         .label = absl::StrFormat("[%d %s %s]", p.rank, p.host->zone, p.host->name),
+         .name = absl::StrFormat("rank %d (%s, %s)", p.rank, p.host->name, p.host->where)});
+  }
+  return ranks;
+}
+
 int Main(int argc, char** argv) {
   absl::StatusOr<Options> options = Options::FromEnvironment();
   if (!options.ok()) return Fail(options.status().message());
@@ -291,56 +350,18 @@ int Main(int argc, char** argv) {
   if (args.np_min > 0) options->min_ranks = world_size;
 
   HostedCoordinator hosted;
-  // --restart=on-failure: the coordinator is a process of its own, restarted when it dies (a
-  // crash there must not end the job); otherwise it is served from this process.
   std::optional<ServiceProcess> coordinator_process;
-  absl::StatusOr<CoordinatorConfig> config = CoordinatorConfigFor(*options);
-  if (!config.ok()) return Fail(config.status().message());
-  config->max_ranks = started;
-  if (!args.coordinator.empty()) {
-    hosted.address = args.coordinator;
-  } else if (args.dry_run) {
-    hosted.address = "<coordinator hosted by hmcrun>";
-  } else if (args.restart_on_failure) {
-    absl::StatusOr<CoordinatorPlacement> placement =
-        PlaceCoordinator(*placements, args.coordinator_bind);
-    if (!placement.ok()) return Fail(placement.status().message());
-    const std::string program = absl::StrCat(
-        std::filesystem::path(SelfExecutable(argv[0])).parent_path().string(), "/hmc-coordinator");
-    absl::StatusOr<CoordinatorProcess> process =
-        StartCoordinatorProcess(program, *placement, *config);
-    if (!process.ok()) return Fail(process.status().message());
-    hosted.address = process->address;
-    coordinator_process.emplace(ServiceProcess{.name = "the coordinator",
-                                               .process = std::move(process->process),
-                                               .restart = std::move(process->restart)});
-  } else {
-    absl::StatusOr<HostedCoordinator> started =
-        HostCoordinator(*placements, *config, args.coordinator_bind);
-    if (!started.ok()) return Fail(started.status().message());
-    hosted = std::move(*started);
+  if (absl::Status s =
+          StartCoordinator(args, *placements, *options, argv[0], hosted, coordinator_process);
+      !s.ok()) {
+    return Fail(s.message());
   }
   options->coordinator = hosted.address;
 
-  char cwd[PATH_MAX] = {};
-  RemoteSettings remote{.remote_path = args.remote_path,
-                        .working_dir = getcwd(cwd, sizeof(cwd)) != nullptr ? cwd : ""};
-  std::vector<std::string> program = args.program;
-  if (absl::StrContains(program[0], '/') && !absl::StartsWith(program[0], "/")) {
-    char resolved[PATH_MAX];
-    if (realpath(program[0].c_str(), resolved) != nullptr) program[0] = resolved;
-  }
-  std::vector<RankProcess> ranks;
-  for (const RankPlacement& p : *placements) {
-    absl::StatusOr<std::vector<std::string>> env = RankEnvironment(p, *options, args);
-    if (!env.ok()) return Fail(env.status().message());
-    ranks.push_back(
-        {.command = BuildRankCommand(*p.host, program, *env, remote),
-         .label = absl::StrFormat("[%d %s %s]", p.rank, p.host->zone, p.host->name),
-         .name = absl::StrFormat("rank %d (%s, %s)", p.rank, p.host->name, p.host->where)});
-  }
+  absl::StatusOr<std::vector<RankProcess>> ranks = RankProcesses(*placements, *options, args);
+  if (!ranks.ok()) return Fail(ranks.status().message());
   if (args.dry_run) {
-    for (const RankProcess& r : ranks)
+    for (const RankProcess& r : *ranks)
       std::printf("%s %s\n", r.label.c_str(), Describe(r.command).c_str());
     return 0;
   }
@@ -353,7 +374,7 @@ int Main(int argc, char** argv) {
           ? absl::StrFormat(" (pid %d)", coordinator_process->process.pid()).c_str()
           : "",
       args.np_min > 0 ? absl::StrFormat(" (elastic: %d to %d)", world_size, started).c_str() : "");
-  absl::StatusOr<int> status = RunRanks(std::move(ranks),
+  absl::StatusOr<int> status = RunRanks(std::move(*ranks),
                                         {.timeout = args.timeout,
                                          .restart_on_failure = args.restart_on_failure,
                                          .max_restarts = args.max_restarts,
