@@ -251,23 +251,7 @@ void CoordinatorClient::Run() {
       MutexLock lock(&mu_);
       if (stopping_) return;
     }
-    const absl::Time now = absl::Now();
-    if (now >= next_heartbeat) {
-      bool left;
-      {
-        MutexLock lock(&mu_);
-        left = left_;
-      }
-      if (!left) {
-        if (absl::Status s =
-                Write(FrameType::kHeartbeat, {},
-                      now + HeartbeatTimeout(options_.heartbeat_timeout, absl::ZeroDuration()));
-            !s.ok() && !ComeBack(s.message(), parser)) {
-          return;
-        }
-      }
-      next_heartbeat = now + options_.heartbeat_interval;
-    }
+    if (!HeartbeatIfDue(parser, next_heartbeat)) return;
     int fd;
     bool buffered;
     {
@@ -301,38 +285,55 @@ void CoordinatorClient::Run() {
         return;
       }
       if (!frame->has_value()) break;
-      const Frame& f = **frame;
-      if (f.header.type == FrameType::kPeerTable) {
-        absl::StatusOr<PeerTable> table = PeerTable::Parse(f.payload);
-        if (!table.ok()) {
-          Shutdown(table.status());
-          return;
-        }
-        MembershipCallback callback;
-        {
-          MutexLock lock(&mu_);
-          if (table_.has_value()) callback = callback_;
-          table_ = *table;
-        }
-        if (callback) callback(*table);
-      } else if (f.header.type == FrameType::kKvValue) {
-        absl::StatusOr<KvMessage> m = KvMessage::Parse(f.payload);
-        if (!m.ok()) {
-          Shutdown(m.status());
-          return;
-        }
-        MutexLock lock(&mu_);
-        if (auto it = requests_.find(m->request); it != requests_.end()) {
-          it->second.answer = std::make_pair(m->found, m->value);
-        }
-      } else if (f.header.type == FrameType::kError) {
-        absl::StatusOr<std::string> message = ParseString(f.payload);
-        Shutdown(absl::AbortedError(absl::StrFormat("coordinator %s: %s", coordinator_,
-                                                    message.ok() ? *message : "error")));
-        return;
-      }
+      if (!HandleFrame(**frame)) return;
     }
   }
+}
+
+bool CoordinatorClient::HeartbeatIfDue(FrameParser& parser, absl::Time& next_heartbeat) {
+  const absl::Time now = absl::Now();
+  if (now < next_heartbeat) return true;
+  next_heartbeat = now + options_.heartbeat_interval;
+  {
+    MutexLock lock(&mu_);
+    if (left_) return true;
+  }
+  absl::Status s = Write(FrameType::kHeartbeat, {},
+                         now + HeartbeatTimeout(options_.heartbeat_timeout, absl::ZeroDuration()));
+  return s.ok() || ComeBack(s.message(), parser);
+}
+
+bool CoordinatorClient::HandleFrame(const Frame& f) {
+  if (f.header.type == FrameType::kPeerTable) {
+    absl::StatusOr<PeerTable> table = PeerTable::Parse(f.payload);
+    if (!table.ok()) {
+      Shutdown(table.status());
+      return false;
+    }
+    MembershipCallback callback;
+    {
+      MutexLock lock(&mu_);
+      if (table_.has_value()) callback = callback_;
+      table_ = *table;
+    }
+    if (callback) callback(*table);
+  } else if (f.header.type == FrameType::kKvValue) {
+    absl::StatusOr<KvMessage> m = KvMessage::Parse(f.payload);
+    if (!m.ok()) {
+      Shutdown(m.status());
+      return false;
+    }
+    MutexLock lock(&mu_);
+    if (auto it = requests_.find(m->request); it != requests_.end()) {
+      it->second.answer = std::make_pair(m->found, m->value);
+    }
+  } else if (f.header.type == FrameType::kError) {
+    absl::StatusOr<std::string> message = ParseString(f.payload);
+    Shutdown(absl::AbortedError(
+        absl::StrFormat("coordinator %s: %s", coordinator_, message.ok() ? *message : "error")));
+    return false;
+  }
+  return true;
 }
 
 bool CoordinatorClient::ComeBack(absl::string_view cause, FrameParser& parser) {

@@ -82,6 +82,10 @@ class CoordinatorClient {
   // the challenge and finishes TLS where it is wanted.
   absl::StatusOr<Link> Dial(absl::Time deadline) const;
   void Run();
+  // Run's steps: a heartbeat once `next_heartbeat` is here (and the next one's time), and what
+  // the coordinator sent; false once the client shut down.
+  bool HeartbeatIfDue(FrameParser& parser, absl::Time& next_heartbeat);
+  bool HandleFrame(const Frame& f);
   absl::Status Write(FrameType type, const std::vector<uint8_t>& payload, absl::Time deadline);
   absl::StatusOr<std::string> Request(FrameType type, const std::string& key,
                                       const std::string& value, absl::Time deadline);
