@@ -350,6 +350,22 @@ absl::Status CommunicatorImpl::CheckArguments(
   return checked;
 }
 
+void CommunicatorImpl::RecordTraffic(const CollectiveContext& ctx, const Group& g,
+                                     CollectiveReport& report) {
+  // The NIC does not change: what one call measured paces the next ones' sends too. (Calls may
+  // run on several workers at once, hence the atomic maximum.)
+  double seen = send_bytes_per_s_.load();
+  while (ctx.send_bytes_per_s() > seen &&
+         !send_bytes_per_s_.compare_exchange_weak(seen, ctx.send_bytes_per_s())) {
+  }
+  report.send_bytes_per_s = ctx.send_bytes_per_s();
+  report.paced_links = ctx.paced_links();
+  report.phases = ctx.phases();
+  report.bytes_sent = ctx.bytes_sent();
+  report.bytes_received = ctx.bytes_received();
+  AccountEgress(g, ctx.bytes_sent_to(), report);
+}
+
 std::shared_ptr<Work> CommunicatorImpl::Launch(std::shared_ptr<const Group> g,
                                                CallDescriptor descriptor, absl::Status local_check,
                                                std::string algorithm_name, const CallOptions& call,
@@ -412,18 +428,7 @@ std::shared_ptr<Work> CommunicatorImpl::Launch(std::shared_ptr<const Group> g,
       ran = true;
     }
     report.data_time = absl::Now() - start - report.check_time;
-    // The NIC does not change: what one call measured paces the next ones' sends too. (Calls
-    // may run on several workers at once, hence the atomic maximum.)
-    double seen = send_bytes_per_s_.load();
-    while (ctx.send_bytes_per_s() > seen &&
-           !send_bytes_per_s_.compare_exchange_weak(seen, ctx.send_bytes_per_s())) {
-    }
-    report.send_bytes_per_s = ctx.send_bytes_per_s();
-    report.paced_links = ctx.paced_links();
-    report.phases = ctx.phases();
-    report.bytes_sent = ctx.bytes_sent();
-    report.bytes_received = ctx.bytes_received();
-    AccountEgress(*g, ctx.bytes_sent_to(), report);
+    RecordTraffic(ctx, *g, report);
     // Ranks stay in step when no data moved and the check's verdict was shared; otherwise the
     // epoch cannot go on.
     if (!status.ok() && (ran || !verdict)) status = AfterFailure(*g, status);
@@ -554,8 +559,15 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
     return Launch(g, d, check, plan.algorithm, call, run, plan.chunk_bytes, detail, round,
                   std::move(send_early));
   }
-  // A trial: its time is the slowest rank's, agreed inside the call, so every rank records the
-  // same. Halving-doubling's phases are not among the candidates': its messages cannot meet theirs.
+  return LaunchTrial(g, d, check, plan, call, run, detail, round, tried);
+}
+
+std::shared_ptr<Work> CommunicatorImpl::LaunchTrial(
+    std::shared_ptr<const Group> g, const CallDescriptor& d, const absl::Status& check,
+    const AllReducePlan& plan, const CallOptions& call, Algorithm run, const std::string& detail,
+    AveragingAttempt* round, const TriedPlan& tried) {
+  // Its time is the slowest rank's, agreed inside the call, so every rank records the same.
+  // Halving-doubling's phases are not among the candidates': its messages cannot meet theirs.
   auto agreed = std::make_shared<double>(PlanTrials::kFailed);
   std::shared_ptr<Work> work = Launch(
       g, d, check, plan.algorithm, call,
@@ -570,7 +582,7 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
         return s;
       },
       plan.chunk_bytes, detail, round);
-  work->OnDone([trials = g->trials, trial_class = tried.trial_class, trial = step.trial,
+  work->OnDone([trials = g->trials, trial_class = tried.trial_class, trial = tried.step.trial,
                 agreed](const absl::Status& status) {
     trials->Finished(trial_class, trial, status.ok() ? *agreed : PlanTrials::kFailed);
   });

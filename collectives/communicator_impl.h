@@ -118,6 +118,9 @@ class CommunicatorImpl {
   // `chunk_bytes` 0: the option's. `plan_detail` goes into the report. `send_early` (set only with
   // a descriptor that announces early bytes) runs between the argument check's exchange and its
   // verdict.
+  // A call's sending rate (kept for pacing the next calls), phases, bytes and egress, into its
+  // report.
+  void RecordTraffic(const CollectiveContext& ctx, const Group& g, CollectiveReport& report);
   std::shared_ptr<Work> Launch(std::shared_ptr<const Group> g, CallDescriptor descriptor,
                                absl::Status local_check, std::string algorithm_name,
                                const CallOptions& call, Algorithm algorithm, size_t chunk_bytes = 0,
@@ -190,6 +193,12 @@ class CommunicatorImpl {
     PlanTrials::Step step;
   };
   TriedPlan PlanOrTry(const Group& g, const Buffer& in, ReduceOp op, const CallOptions& call) const;
+  // A timed call of the plan trials: `run`, then the slowest rank's time agreed and reported.
+  std::shared_ptr<Work> LaunchTrial(std::shared_ptr<const Group> g, const CallDescriptor& d,
+                                    const absl::Status& check, const AllReducePlan& plan,
+                                    const CallOptions& call, Algorithm run,
+                                    const std::string& detail, AveragingAttempt* round,
+                                    const TriedPlan& tried);
   // The algorithms an auto all-reduce in `g` tries, the rules' choice first.
   std::vector<std::string> TrialCandidates(const Group& g, const std::string& rules_choice) const;
   absl::StatusOr<AllReducePlan> PlanAllReduce(const Group& g, const Buffer& in,

@@ -6,6 +6,30 @@
 
 namespace hmc {
 
+namespace {
+
+// The first 2·rem ranks fold in pairs, the even one's vector into the odd one's, so that a power
+// of two take part; returns this rank's place among them, -1 where it folded away.
+absl::StatusOr<int> Fold(CollectiveContext& ctx, int rem, uint8_t* acc, uint8_t* incoming,
+                         size_t count, DType acc_type, ReduceOp op) {
+  const int r = ctx.rank();
+  const size_t bytes = count * DTypeSize(acc_type);
+  if (r >= 2 * rem) return r - rem;
+  if (r % 2 == 0) {
+    if (absl::Status s = ctx.Wait(ctx.Send(r + 1, Phase::kFold, 0, 0, acc, bytes)); !s.ok()) {
+      return s;
+    }
+    return -1;
+  }
+  if (absl::Status s = ctx.Wait(ctx.Recv(r - 1, Phase::kFold, 0, 0, incoming, bytes)); !s.ok()) {
+    return s;
+  }
+  ReduceHost(acc, incoming, acc, count, acc_type, op);
+  return r / 2;
+}
+
+}  // namespace
+
 absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, const void* in, void* out_ptr,
                                       size_t count, DType dtype, ReduceOp op) {
   const int n = ctx.size();
@@ -21,22 +45,10 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, const void* in, vo
   int p = 1;
   while (p * 2 <= n) p *= 2;
   const int rem = n - p;
-  int vrank;  // Rank among the p that take part in halving and doubling; -1 if folded away.
-  if (r < 2 * rem) {
-    if (r % 2 == 0) {
-      if (absl::Status s = ctx.Wait(ctx.Send(r + 1, Phase::kFold, 0, 0, acc, count * es)); !s.ok())
-        return s;
-      vrank = -1;
-    } else {
-      if (absl::Status s = ctx.Wait(ctx.Recv(r - 1, Phase::kFold, 0, 0, incoming, count * es));
-          !s.ok())
-        return s;
-      ReduceHost(acc, incoming, acc, count, acc_type, op);
-      vrank = r / 2;
-    }
-  } else {
-    vrank = r - rem;
-  }
+  // Rank among the p that take part in halving and doubling; -1 if folded away.
+  absl::StatusOr<int> folded = Fold(ctx, rem, acc, incoming, count, acc_type, op);
+  if (!folded.ok()) return folded.status();
+  const int vrank = *folded;
   auto real_rank = [&](int v) { return v < rem ? 2 * v + 1 : v + rem; };
 
   if (vrank >= 0) {

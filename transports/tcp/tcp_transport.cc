@@ -526,6 +526,22 @@ std::vector<std::shared_ptr<Channel>> TcpTransport::ExpectPeers(
   return std::vector<std::shared_ptr<Channel>>(made.begin(), made.end());
 }
 
+std::vector<std::string> TcpTransport::PeersMissingStreams() {
+  // Known on the progress thread; ask it.
+  auto missing = std::make_shared<std::vector<std::string>>();
+  auto done = std::make_shared<Request>();
+  Post([this, missing, done] {
+    for (auto& channel : channels_) {
+      if (channel != nullptr && !channel->connected()) {
+        missing->push_back(channel->peer_description());
+      }
+    }
+    done->Complete(absl::OkStatus());
+  });
+  done->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
+  return *missing;
+}
+
 absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
     int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) {
   int ids = 0;
@@ -590,21 +606,10 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
   }
   for (auto& t : connectors) t.join();
   if (!connected) {
-    // Which peers are missing streams is known on the progress thread; ask it.
-    auto missing = std::make_shared<std::vector<std::string>>();
-    auto done = std::make_shared<Request>();
-    Post([this, missing, done] {
-      for (auto& channel : channels_) {
-        if (channel != nullptr && !channel->connected()) {
-          missing->push_back(channel->peer_description());
-        }
-      }
-      done->Complete(absl::OkStatus());
-    });
-    done->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
-    return absl::DeadlineExceededError(absl::StrFormat(
-        "rank %d: not connected to %s before the deadline%s%s", rank, absl::StrJoin(*missing, ", "),
-        errors.empty() ? "" : ": ", absl::StrJoin(errors, "; ")));
+    return absl::DeadlineExceededError(
+        absl::StrFormat("rank %d: not connected to %s before the deadline%s%s", rank,
+                        absl::StrJoin(PeersMissingStreams(), ", "), errors.empty() ? "" : ": ",
+                        absl::StrJoin(errors, "; ")));
   }
   return std::vector<std::shared_ptr<Channel>>(channels.begin(), channels.end());
 }

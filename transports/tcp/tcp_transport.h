@@ -92,6 +92,8 @@ class TcpTransport final : public Transport, private TcpLoop {
   // Why a well-formed hello is refused (its proof, world, settings, TLS, the stream it names);
   // OK where it is accepted.
   absl::Status CheckHello(const Handshake& h, const PeerHello& hello) const;
+  // The peers some of whose streams are not connected yet.
+  std::vector<std::string> PeersMissingStreams();
   void RejectHandshake(Handshake& h, const std::string& reason);
   void DropHandshake(int fd);
   // Takes a handshake out of the table; it is freed once the event batch is done.
