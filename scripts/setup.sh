@@ -12,7 +12,7 @@ set -eu
 PACKAGES="
   build-essential cmake ninja-build pkg-config git ca-certificates
   libabsl-dev libgtest-dev libgmock-dev libbenchmark-dev libhwloc-dev libucx-dev libfabric-dev libssl-dev libfmt-dev zlib1g-dev
-  clang-format clang libclang-rt-14-dev iproute2 procps openssl
+  clang-format clang libclang-rt-14-dev iproute2 procps openssl python3
   iperf3 iputils-ping
   libtorch-dev libopenblas0-serial dataset-fashion-mnist fortunes
   openssh-client openssh-server
