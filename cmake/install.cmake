@@ -11,11 +11,11 @@ set(HMC_INSTALL_INCLUDEDIR ${CMAKE_INSTALL_INCLUDEDIR}/hmc)
 # (tests/integration/install_test.sh checks that they compile alone, outside the tree), and the
 # libtorch pieces. Everything else (algorithms, transports, the coordinator) stays inside.
 set(HMC_PUBLIC_HEADERS
-  collectives/average_outcome.h collectives/codecs/codec.h collectives/communicator.h
-  collectives/work.h
-  core/buffer.h core/dtype.h core/mutex.h core/options.h core/peer_table.h core/reduce_op.h
-  core/wire.h
-  transports/request.h)
+  collectives/average_outcome.h collectives/codecs/codec.h collectives/collective_options.h
+  collectives/communicator.h collectives/options.h collectives/work.h
+  core/buffer.h core/dtype.h core/mutex.h core/option_table.h core/options.h core/peer_table.h
+  core/reduce_op.h core/wire.h
+  transports/request.h transports/transport_options.h)
 if(HMC_HAVE_Torch)
   file(GLOB hmc_ddp_headers RELATIVE ${PROJECT_SOURCE_DIR} ${PROJECT_SOURCE_DIR}/ddp/*.h)
   list(APPEND HMC_PUBLIC_HEADERS ${hmc_ddp_headers})

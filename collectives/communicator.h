@@ -16,7 +16,7 @@
 #include "collectives/codecs/codec.h"
 #include "collectives/work.h"
 #include "core/buffer.h"
-#include "core/options.h"
+#include "collectives/options.h"
 #include "core/peer_table.h"
 #include "core/reduce_op.h"
 

@@ -171,7 +171,7 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Create(const
   // Before the transport and the workers start their threads, which bind themselves.
   std::string placement = PlaceThisRank(options, local.host());
   absl::StatusOr<std::unique_ptr<Transport>> transport =
-      MakeTransport(options, {.default_bind = local.ToString(), .epoch = kInitialEpoch});
+      MakeTransport({options, options}, {.default_bind = local.ToString(), .epoch = kInitialEpoch});
   if (!transport.ok()) return transport.status();
   if (absl::Status s = (*client)->Join((*transport)->address(), deadline); !s.ok()) return s;
   absl::StatusOr<PeerTable> table = (*client)->WaitForPeers(deadline);

@@ -32,7 +32,7 @@
 #include "core/buffer.h"
 #include "core/coordinator_client.h"
 #include "core/mutex.h"
-#include "core/options.h"
+#include "collectives/options.h"
 #include "core/peer_table.h"
 #include "transports/transport.h"
 

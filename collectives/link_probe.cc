@@ -165,8 +165,10 @@ void CommunicatorImpl::StripeByLinkClass(const Group& g, const LinkMatrix& matri
 absl::Status CommunicatorImpl::MeasureRates(const Group& g, LinkMatrix& matrix) {
   const int n = g.size(), self = g.rank;
   const std::vector<std::shared_ptr<Channel>>& channels = g.channels;
-  // Long enough to leave slow start behind on the longest link (as the streams probe).
-  double window_s = std::clamp(matrix.LongestRtt() * 20 / 1000, 0.1, 2.0);
+  // At least a tenth of a second: this probe runs at every creation (the streams probe, which
+  // reads one stream's rate inside a zone, needs half a second).
+  double window_s = absl::ToDoubleSeconds(
+      ProbeWindow(absl::Milliseconds(matrix.LongestRtt()), absl::Milliseconds(100)));
   const Buffer window_buffer{&window_s, 1, DType::kF64};
   if (absl::Status s = AllReduce(window_buffer, window_buffer, ReduceOp::kMax)->Wait(); !s.ok()) {
     return s;

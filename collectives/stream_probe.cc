@@ -26,6 +26,10 @@ constexpr int kMaxReadsPerChunk = 5000;
 
 }  // namespace
 
+absl::Duration ProbeWindow(absl::Duration longest_rtt, absl::Duration floor) {
+  return std::clamp(longest_rtt * 20, floor, absl::Seconds(2));
+}
+
 int StreamsToReach(double one_mbit, double all_mbit, int max_streams) {
   if (one_mbit <= 0) return max_streams;
   // Where every stream still added about as much as the first, the path caps each flow and the
@@ -172,7 +176,7 @@ absl::Status CommunicatorImpl::ProbeStreams() {
     }
     if (longest_us < 0) continue;
     const absl::Duration window =
-        std::clamp(absl::Microseconds(longest_us) * 20, absl::Milliseconds(500), absl::Seconds(2));
+        ProbeWindow(absl::Microseconds(longest_us), absl::Milliseconds(500));
     const bool marker_only = long_link_from(self) != long_class;
     absl::StatusOr<double> one_stream = MeasureRingLink(*g, marker_only, window, 1);
     if (!one_stream.ok()) return one_stream.status();

@@ -95,6 +95,11 @@ absl::Status SendProbeChunks(CommunicatorImpl& comm, int peer, absl::Duration wi
                              bool marker_only);
 absl::StatusOr<double> ReceiveProbeChunks(CommunicatorImpl& comm, int peer, const Channel& link);
 
+// How long both probes measure a rate: twenty round trips of the longest link measured, long
+// enough to leave slow start behind, at most 2 s, and at least `floor` (each probe's own: a
+// class of links inside a zone needs half a second to read its rate, stream_probe.cc).
+absl::Duration ProbeWindow(absl::Duration longest_rtt, absl::Duration floor);
+
 }  // namespace hmc
 
 #endif  // HMC_COLLECTIVES_STREAM_PROBE_H_

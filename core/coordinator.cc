@@ -53,7 +53,7 @@ constexpr int kReadsPerEvent = 16;
 constexpr uint64_t kListenKey = ~uint64_t{0};
 }  // namespace
 
-absl::StatusOr<CoordinatorConfig> CoordinatorConfigFor(const Options& options) {
+absl::StatusOr<CoordinatorConfig> CoordinatorConfigFor(const CoreOptions& options) {
   absl::StatusOr<TlsConfig> tls = TlsConfigFrom(options);
   if (!tls.ok()) return tls.status();
   CoordinatorConfig config;

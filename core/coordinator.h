@@ -44,7 +44,7 @@ struct CoordinatorConfig {
 
 // The coordinator settings that a group's ranks must agree with: world, token, heartbeat
 // timeout and TLS, from the options the ranks get. Bind and max_ranks stay the caller's.
-absl::StatusOr<CoordinatorConfig> CoordinatorConfigFor(const Options& options);
+absl::StatusOr<CoordinatorConfig> CoordinatorConfigFor(const CoreOptions& options);
 
 // The "queen": assigns ranks, holds the peer table and a small key-value store, watches heartbeats
 // and publishes membership epochs. The first epoch forms when `world_size` ranks joined; after

@@ -14,7 +14,7 @@
 
 namespace hmc {
 
-CoordinatorClient::CoordinatorClient(const Options& options, TlsMode tls_mode,
+CoordinatorClient::CoordinatorClient(const CoreOptions& options, TlsMode tls_mode,
                                      std::unique_ptr<TlsContext> tls)
     : options_(options),
       tls_mode_(tls_mode),
@@ -64,7 +64,7 @@ absl::StatusOr<CoordinatorClient::Link> CoordinatorClient::Dial(absl::Time deadl
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorClient>> CoordinatorClient::Connect(
-    const Options& options) {
+    const CoreOptions& options) {
   if (options.coordinator.empty()) {
     return absl::InvalidArgumentError(
         "no coordinator address (set HMC_COORDINATOR or --coordinator)");

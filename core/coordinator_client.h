@@ -33,7 +33,7 @@ class CoordinatorClient {
  public:
   using MembershipCallback = std::function<void(const PeerTable&)>;
 
-  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(const Options& options);
+  static absl::StatusOr<std::unique_ptr<CoordinatorClient>> Connect(const CoreOptions& options);
   ~CoordinatorClient();  // Leaves cleanly if still joined.
 
   // The local address of the connection: the interface that reaches the coordinator.
@@ -77,7 +77,7 @@ class CoordinatorClient {
     std::string nonce;
   };
 
-  CoordinatorClient(const Options& options, TlsMode tls_mode, std::unique_ptr<TlsContext> tls);
+  CoordinatorClient(const CoreOptions& options, TlsMode tls_mode, std::unique_ptr<TlsContext> tls);
   // Connects (retrying refused connections: the coordinator may be starting or restarting), reads
   // the challenge and finishes TLS where it is wanted.
   absl::StatusOr<Link> Dial(absl::Time deadline) const;
@@ -104,7 +104,7 @@ class CoordinatorClient {
   // After the connection broke (`cause`): Reconnect, or shut down; false when shut down.
   bool ComeBack(absl::string_view cause, FrameParser& parser);
 
-  const Options options_;
+  const CoreOptions options_;
   const TlsMode tls_mode_;
   const std::unique_ptr<TlsContext> tls_;
   SocketAddress local_;

@@ -53,7 +53,7 @@ int main(int argc, char** argv) {
   config.insecure = absl::GetFlag(FLAGS_insecure);
   if (const char* token = std::getenv("HMC_TOKEN")) config.token = token;
   // The flags mean what the ranks' options of the same names mean, read by the same code.
-  hmc::Options tls_options;
+  hmc::CoreOptions tls_options;
   tls_options.tls = absl::GetFlag(FLAGS_tls);
   tls_options.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   tls_options.tls_key = absl::GetFlag(FLAGS_tls_key);

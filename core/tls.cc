@@ -192,7 +192,7 @@ class TlsIo final : public StreamIo {
 
 }  // namespace
 
-absl::StatusOr<TlsConfig> TlsConfigFrom(const Options& options) {
+absl::StatusOr<TlsConfig> TlsConfigFrom(const CoreOptions& options) {
   absl::StatusOr<TlsMode> mode = ParseTlsMode(options.tls);
   if (!mode.ok()) return mode.status();
   return TlsConfig{.mode = *mode,

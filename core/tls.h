@@ -26,7 +26,7 @@ struct TlsConfig {
 };
 
 // A rank's TLS settings from its options (tls, tls_cert, tls_key, tls_ca).
-absl::StatusOr<TlsConfig> TlsConfigFrom(const Options& options);
+absl::StatusOr<TlsConfig> TlsConfigFrom(const CoreOptions& options);
 
 // One SSL_CTX for every stream of a transport. Kernel TLS (kTLS) is asked for unless the config
 // says not to: where the kernel and OpenSSL take the keys, records are sealed and opened by the

@@ -23,7 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "collectives/allreduce_algorithms.h"
-#include "core/options.h"
+#include "collectives/options.h"
 #include "launcher/coordinator_host.h"
 #include "launcher/group_runner.h"
 #include "launcher/inventory.h"

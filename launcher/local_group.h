@@ -6,7 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "core/options.h"
+#include "collectives/options.h"
 
 namespace hmc {
 

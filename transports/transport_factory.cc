@@ -26,7 +26,7 @@ namespace {
 // retransmission timeouts of a lossy 300 ms path fit in it, a vanished host does not stay hidden.
 constexpr absl::Duration kDataLinkLivenessTimeout = absl::Seconds(10);
 
-absl::StatusOr<TcpTransportConfig> TcpConfigFrom(const Options& options,
+absl::StatusOr<TcpTransportConfig> TcpConfigFrom(const TransportSettings& options,
                                                  const TransportSite& site) {
   TcpTransportConfig config;
   config.bind = options.bind_addr.empty() ? site.default_bind : options.bind_addr;
@@ -63,14 +63,15 @@ bool HasRdmaDevice() {
   return !ec && devices != std::filesystem::directory_iterator();
 }
 
-[[maybe_unused]] absl::Status NotBuilt(const Options& options, absl::string_view what,
+[[maybe_unused]] absl::Status NotBuilt(const TransportSettings& options, absl::string_view what,
                                        absl::string_view package, absl::string_view flag) {
   return absl::FailedPreconditionError(
       absl::StrFormat("transport=%s: this hmc was built without %s (install %s and rebuild; %s)",
                       options.transport, what, package, flag));
 }
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeOther(TransportKind kind, const Options& options,
+absl::StatusOr<std::unique_ptr<Transport>> MakeOther(TransportKind kind,
+                                                     const TransportSettings& options,
                                                      const TransportSite& site) {
   if (kind == TransportKind::kUcx) {
 #ifdef HMC_HAVE_UCX
@@ -110,7 +111,7 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeOther(TransportKind kind, const O
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const Options& options,
+absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportSettings& options,
                                                          const TransportSite& site) {
   absl::StatusOr<TransportChoice> choice = ParseTransportChoice(options.transport);
   if (!choice.ok()) return choice.status();

@@ -8,6 +8,7 @@
 #include "absl/status/statusor.h"
 #include "core/options.h"
 #include "transports/transport.h"
+#include "transports/transport_options.h"
 
 namespace hmc {
 
@@ -19,10 +20,17 @@ struct TransportSite {
   uint32_t epoch = 1;  // The membership epoch its first channels belong to.
 };
 
+// What a transport is made from: the core's options (bootstrap, TLS, liveness) and the
+// transports' own.
+struct TransportSettings : CoreOptions, TransportOptions {
+  TransportSettings(const CoreOptions& core, const TransportOptions& transport)
+      : CoreOptions(core), TransportOptions(transport) {}
+};
+
 // The transport the options describe, listening and ready for ConnectAll. The collectives see
 // only the Transport and Channel interfaces; what is particular to one transport (TCP's streams,
 // TLS, frame seals, socket tuning) is read from the options here.
-absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const Options& options,
+absl::StatusOr<std::unique_ptr<Transport>> MakeTransport(const TransportSettings& options,
                                                          const TransportSite& site);
 
 }  // namespace hmc

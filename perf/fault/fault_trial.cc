@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "core/auth.h"
 #include "core/coordinator.h"
-#include "core/options.h"
+#include "collectives/options.h"
 #include "launcher/coordinator_host.h"
 #include "launcher/local_group.h"
 #include "launcher/process.h"

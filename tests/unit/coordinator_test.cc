@@ -41,8 +41,8 @@ class CoordinatorTest : public testing::Test {
     coordinator_ = std::move(*c);
   }
 
-  Options ClientOptions(int rank = -1, std::string token = "secret") {
-    Options o;
+  CoreOptions ClientOptions(int rank = -1, std::string token = "secret") {
+    CoreOptions o;
     o.coordinator = coordinator_->address().ToString();
     o.token = std::move(token);
     o.world_id = "w";
@@ -53,7 +53,7 @@ class CoordinatorTest : public testing::Test {
   }
 
   absl::StatusOr<std::unique_ptr<CoordinatorClient>> Join(
-      const Options& o, const std::string& address = "a:1",
+      const CoreOptions& o, const std::string& address = "a:1",
       absl::Duration timeout = absl::Seconds(10)) {
     auto client = CoordinatorClient::Connect(o);
     if (!client.ok()) return client.status();
@@ -147,7 +147,7 @@ TEST_F(CoordinatorTest, RefusesWrongTokenWorldDuplicateAndFullWorld) {
   ASSERT_FALSE(wrong_token.ok());
   EXPECT_TRUE(absl::StrContains(wrong_token.status().message(), "wrong token"))
       << wrong_token.status();
-  Options other_world = ClientOptions();
+  CoreOptions other_world = ClientOptions();
   other_world.world_id = "v";
   auto wrong_world = Join(other_world);
   ASSERT_FALSE(wrong_world.ok());
@@ -337,7 +337,7 @@ TEST(CoordinatorAuth, AWelcomeChangedOnTheWayIsRefused) {
         WriteControlFrame(fd.get(), FrameType::kWelcome, welcome.Serialize(), deadline).ok());
     testing_util::ReadUntilClosed(fd.get());
   });
-  Options o;
+  CoreOptions o;
   o.coordinator = address->ToString();
   o.token = "secret";
   o.world_id = "w";
@@ -451,7 +451,7 @@ TEST(CoordinatorAuth, AnEmptyTokenIsRefusedUnlessInsecureIsSaid) {
   config.insecure = true;
   auto insecure = Coordinator::Start(config);
   ASSERT_TRUE(insecure.ok()) << insecure.status();
-  Options o;
+  CoreOptions o;
   o.coordinator = (*insecure)->address().ToString();
   auto client = CoordinatorClient::Connect(o);
   ASSERT_FALSE(client.ok());

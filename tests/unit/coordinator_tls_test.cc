@@ -47,9 +47,9 @@ TlsConfig Mode(TlsMode mode) {
   return tls;
 }
 
-Options RankOptions(const std::string& coordinator, int rank, const std::string& tls,
+CoreOptions RankOptions(const std::string& coordinator, int rank, const std::string& tls,
                     const std::string& token = kToken) {
-  Options o;
+  CoreOptions o;
   o.coordinator = coordinator;
   o.token = token;
   o.world_id = "w";
@@ -60,14 +60,14 @@ Options RankOptions(const std::string& coordinator, int rank, const std::string&
   return o;
 }
 
-void UseCertificates(const TlsConfig& tls, Options& o) {
+void UseCertificates(const TlsConfig& tls, CoreOptions& o) {
   o.tls = "on";
   o.tls_cert = tls.cert_file;
   o.tls_key = tls.key_file;
   o.tls_ca = tls.ca_file;
 }
 
-absl::StatusOr<std::unique_ptr<CoordinatorClient>> Join(const Options& o) {
+absl::StatusOr<std::unique_ptr<CoordinatorClient>> Join(const CoreOptions& o) {
   auto client = CoordinatorClient::Connect(o);
   if (!client.ok()) return client.status();
   absl::Status joined =
@@ -160,7 +160,7 @@ TEST(CoordinatorTls, CertificatesFromTheTrustedAuthorityJoinAndOthersAreRefused)
   const std::string address = coordinator->address().ToString();
   // A certificate another authority signed: TLS 1.3 lets the client finish before the
   // coordinator checks it, so its join is what fails, on both sides naming TLS.
-  Options stranger = RankOptions(address, 0, "on");
+  CoreOptions stranger = RankOptions(address, 0, "on");
   UseCertificates(certificates.For("stranger"), stranger);
   auto refused = Join(stranger);
   ASSERT_FALSE(refused.ok());
@@ -172,7 +172,7 @@ TEST(CoordinatorTls, CertificatesFromTheTrustedAuthorityJoinAndOthersAreRefused)
   ASSERT_FALSE(without.ok());
   EXPECT_TRUE(absl::StrContains(without.status().message(), "did not use the key"))
       << without.status();
-  Options trusted = RankOptions(address, 0, "on");
+  CoreOptions trusted = RankOptions(address, 0, "on");
   UseCertificates(certificates.For("rank1"), trusted);
   auto joined = Join(trusted);
   ASSERT_TRUE(joined.ok()) << joined.status();

@@ -1,4 +1,4 @@
-#include "core/options.h"
+#include "collectives/options.h"
 
 #include <gtest/gtest.h>
 
