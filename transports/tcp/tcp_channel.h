@@ -124,6 +124,9 @@ class TcpChannel final : public Channel,
   // kernel's default largest send buffer.
   static constexpr int kMinUnsentBytes = 64 << 10;
   static constexpr int kMaxUnsentBytes = 4 << 20;
+  // Bytes one stream's read event takes before the others get their turn (what TLS already took
+  // from the socket is read past it: the socket will not say again that it is there).
+  static constexpr uint64_t kReadBudgetBytes = 16 << 20;
   // SO_MAX_PACING_RATE's value for no cap (the kernel's ~0U; the option takes 32 bits).
   static constexpr uint64_t kUnpaced = ~uint32_t{0};
   // A rendezvous answer: the receiver neither pulled the message nor wants it streamed, because the

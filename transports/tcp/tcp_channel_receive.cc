@@ -109,9 +109,7 @@ void TcpChannel::Complete(uint64_t tag) {
 
 void TcpChannel::Read(Stream& s) {
   if (!s.ready) return;
-  uint64_t budget = 16 << 20;  // Bytes per event, so other streams get their turn.
-  // Bytes TLS already took from the socket are read even past the budget: the socket will not
-  // say again that they are there.
+  uint64_t budget = kReadBudgetBytes;
   while ((budget > 0 || s.io->buffered()) && !failed_ && !s.paused) {
     if (!s.have_header) {
       const ReadStep step = ReadHeader(s);

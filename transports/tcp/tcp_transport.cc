@@ -538,7 +538,8 @@ std::vector<std::string> TcpTransport::PeersMissingStreams() {
     }
     done->Complete(absl::OkStatus());
   });
-  done->Wait(absl::Now() + absl::Seconds(5)).IgnoreError();
+  // Read only once the thread wrote it.
+  if (!done->Wait(absl::Now() + absl::Seconds(5)).ok()) return {"(peers unknown)"};
   return *missing;
 }
 
