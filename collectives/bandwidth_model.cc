@@ -9,12 +9,13 @@
 namespace hmc {
 namespace {
 
-// The links of one phase carry data at once. The matrix's rates were measured with every link
-// busy, so a link got its share of its sender's and its receiver's NIC; in a phase where fewer of
-// their links are busy, the NIC's total (the sum of its links' measured rates) is shared among the
-// busy ones in proportion to their measured rates (a link kept down by a path, not a NIC, is
-// overrated: the matrix cannot tell them apart). The phase lasts as long as its slowest link's
-// bytes, plus its latencies at the longest one-way latency among its links.
+// The links of one phase carry data at once, each rank's through its NIC. A NIC's rate is the
+// sum of its links' measured rates: the matrix measured every link busy at once, and a single
+// link's share of that scatters (4.7 to 131 Mbit/s on the emulated four continents,
+// perf/RESULTS.md) while the sum holds, which is why the share solver uses the sums too. The phase
+// lasts as long as the busiest NIC takes to send or receive its bytes (links inside a host, not
+// measured, bypass the NICs at kUnmeasuredBytesPerS), plus its latencies at the longest one-way
+// latency among its links. What a path caps below its NICs (a per-flow policer) it cannot see.
 class PhaseModel {
  public:
   explicit PhaseModel(const LinkMatrix& links) : links_(links) {}
@@ -25,28 +26,29 @@ class PhaseModel {
 
   double Seconds(int latencies) const {
     const int n = links_.size;
-    std::vector<double> nic_out(n), nic_in(n), busy_out(n), busy_in(n);
+    std::vector<double> nic_out(n), nic_in(n), bytes_out(n), bytes_in(n);
     for (int a = 0; a < n; ++a) {
       for (int b = 0; b < n; ++b) {
         if (a == b) continue;
-        nic_out[a] += links_.rate(a, b);
-        nic_in[b] += links_.rate(a, b);
+        nic_out[a] += links_.rate(a, b) * 1e6 / 8;
+        nic_in[b] += links_.rate(a, b) * 1e6 / 8;
       }
-    }
-    for (const auto& [link, bytes] : carried_) {
-      busy_out[link.first] += links_.rate(link.first, link.second);
-      busy_in[link.second] += links_.rate(link.first, link.second);
     }
     double transfer_s = 0, latency_s = 0;
     for (const auto& [link, bytes] : carried_) {
       const auto [a, b] = link;
-      const double mbit = links_.rate(a, b);
-      const double bytes_per_s =
-          mbit > 0 ? std::min(nic_out[a] / busy_out[a], nic_in[b] / busy_in[b]) * mbit * 1e6 / 8
-                   : kUnmeasuredBytesPerS;
-      transfer_s = std::max(transfer_s, bytes / bytes_per_s);
+      if (links_.rate(a, b) > 0) {
+        bytes_out[a] += bytes;
+        bytes_in[b] += bytes;
+      } else {
+        transfer_s = std::max(transfer_s, bytes / kUnmeasuredBytesPerS);
+      }
       const double rtt_ms = links_.rtt(a, b);
       latency_s = std::max(latency_s, rtt_ms > 0 ? rtt_ms / 2e3 : kUnmeasuredLatencyS);
+    }
+    for (int r = 0; r < n; ++r) {
+      if (bytes_out[r] > 0) transfer_s = std::max(transfer_s, bytes_out[r] / nic_out[r]);
+      if (bytes_in[r] > 0) transfer_s = std::max(transfer_s, bytes_in[r] / nic_in[r]);
     }
     return transfer_s + latencies * latency_s;
   }

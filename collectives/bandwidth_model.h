@@ -15,13 +15,13 @@ inline constexpr double kUnmeasuredLatencyS = 50e-6;
 inline constexpr double kUnmeasuredBytesPerS = 1e9;
 
 // What the probe's matrix says one large all-reduce of `bytes` takes with `algorithm`: for each
-// of its phases, the bytes its slowest needed link carries over that link's rate in the phase (its
-// measured rate, scaled up where fewer links share its NICs than in the probe: bandwidth_model.cc),
-// plus the phase's latencies (half the longest round trip among its links each). Raw bytes:
-// codecs shrink every candidate's cross-zone bytes alike. Ring runs in rank order; hierarchical as
-// collectives/hierarchical.cc (ring inside each zone, butterflies across, a gather in the zone);
-// butterfly with `shares`. Empty for an unmeasured matrix or an algorithm it does not model
-// (the small-message ones, which the tuner models in its rule 2).
+// of its phases, the bytes the busiest NIC sends or receives over that NIC's measured rate (the
+// sum of its links': bandwidth_model.cc), plus the phase's latencies (half the longest round trip
+// among its links each). Raw bytes: codecs shrink every candidate's cross-zone bytes alike. Ring
+// runs in rank order; hierarchical as collectives/hierarchical.cc (ring inside each zone,
+// butterflies across, a gather in the zone); butterfly with `shares`. Empty for an unmeasured
+// matrix or an algorithm it does not model (the small-message ones, which the tuner models in its
+// rule 2).
 std::optional<double> ModelledAllReduceSeconds(absl::string_view algorithm, size_t bytes,
                                                const std::vector<int>& zone_of,
                                                const std::vector<double>& shares,

@@ -9,7 +9,6 @@ namespace hmc {
 namespace {
 
 constexpr double kBytes = 64 << 20;
-constexpr double kAcrossBytesPerS = 100e6 / 8;  // 100 Mbit/s, 100 ms round trip.
 // Every rank's NIC, as the probe saw it: 1000 Mbit/s to its zone mate, 100 to each of two others.
 constexpr double kNicBytesPerS = 1200e6 / 8;
 
@@ -63,10 +62,13 @@ TEST(ZoneLayout, ShardsAreHeldAsTheHierarchicalAllReduceCutsThem) {
   EXPECT_EQ(layout.ZoneIndexOf(4), 1u);
 }
 
-TEST(BandwidthModel, ButterflyLinksCarryBothEndsShares) {
-  // Rank 2 reduces nothing: the links between 2 and 3 carry only 3's part and back.
+// Every link busy: a rank's NIC carries the sum of what it sends each peer, its measured total
+// (not the slowest of its links, whose share of it varies from one probe to the next).
+TEST(BandwidthModel, ButterflyNicsCarryEveryLinksShares) {
+  // Rank 0 sends rank 1 (0.4 + 0.4), rank 2 (0.4 + 0) and rank 3 (0.4 + 0.2) of the vector, and
+  // receives as much: the busiest NIC.
   const std::vector<double> shares = {0.4, 0.4, 0.0, 0.2};
-  const double expected = (0.4 + 0.2) * kBytes / kAcrossBytesPerS + 2 * 0.050;
+  const double expected = 1.8 * kBytes / kNicBytesPerS + 2 * 0.050;
   EXPECT_NEAR(*ModelledAllReduceSeconds("butterfly", kBytes, kZones, shares, TwoZones()), expected,
               1e-9);
 }
