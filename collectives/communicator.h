@@ -14,9 +14,9 @@
 #include "absl/time/time.h"
 #include "collectives/average_outcome.h"
 #include "collectives/codecs/codec.h"
+#include "collectives/options.h"
 #include "collectives/work.h"
 #include "core/buffer.h"
-#include "collectives/options.h"
 #include "core/peer_table.h"
 #include "core/reduce_op.h"
 

@@ -23,6 +23,7 @@
 #include "collectives/group.h"
 #include "collectives/joiner_links.h"
 #include "collectives/link_probe.h"
+#include "collectives/options.h"
 #include "collectives/scratch_pool.h"
 #include "collectives/state_transfer.h"
 #include "collectives/stream_probe.h"
@@ -32,7 +33,6 @@
 #include "core/buffer.h"
 #include "core/coordinator_client.h"
 #include "core/mutex.h"
-#include "collectives/options.h"
 #include "core/peer_table.h"
 #include "transports/transport.h"
 

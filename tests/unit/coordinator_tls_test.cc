@@ -48,7 +48,7 @@ TlsConfig Mode(TlsMode mode) {
 }
 
 CoreOptions RankOptions(const std::string& coordinator, int rank, const std::string& tls,
-                    const std::string& token = kToken) {
+                        const std::string& token = kToken) {
   CoreOptions o;
   o.coordinator = coordinator;
   o.token = token;
