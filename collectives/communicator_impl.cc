@@ -606,13 +606,16 @@ CommunicatorImpl::TriedPlan CommunicatorImpl::PlanOrTry(const Group& g, const Bu
   const absl::Duration timeout =
       call.timeout > absl::ZeroDuration() ? call.timeout : options_.timeout;
   const std::vector<std::string> candidates = TrialCandidates(g, tried.plan->algorithm);
-  std::vector<double> modelled;
-  for (const std::string& candidate : candidates) {
-    modelled.push_back(
-        ModelledAllReduceSeconds(candidate, in.bytes(), g.zone_of, tried.plan->shares, *g.links)
-            .value_or(0));
-  }
-  tried.step = g.trials->Next(tried.trial_class, candidates, CallDeadline(timeout), modelled);
+  auto model = [&] {
+    std::vector<double> seconds;
+    for (const std::string& candidate : candidates) {
+      seconds.push_back(
+          ModelledAllReduceSeconds(candidate, in.bytes(), g.zone_of, tried.plan->shares, *g.links)
+              .value_or(0));
+    }
+    return seconds;
+  };
+  tried.step = g.trials->Next(tried.trial_class, candidates, CallDeadline(timeout), model);
   CallOptions trial_call = call;
   trial_call.algo = tried.step.algorithm;
   tried.plan = PlanAllReduce(g, in, trial_call);

@@ -69,12 +69,12 @@ PlanTrials::Step PlanTrials::Time(Class& c, int candidate, std::string why) {
 
 PlanTrials::Step PlanTrials::Next(const std::string& key,
                                   const std::vector<std::string>& candidates, absl::Time deadline,
-                                  const std::vector<double>& modelled) {
+                                  const std::function<std::vector<double>()>& model) {
   MutexLock lock(&mu_);
   Class& c = classes_[key];
   if (c.candidates.empty()) {
     c.candidates = candidates;
-    c.modelled = modelled;
+    if (model) c.modelled = model();
   }
   const int count = static_cast<int>(c.candidates.size());
   const int started = static_cast<int>(c.timed.size());

@@ -1,6 +1,7 @@
 #ifndef HMC_COLLECTIVES_PLAN_TRIALS_H_
 #define HMC_COLLECTIVES_PLAN_TRIALS_H_
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -41,13 +42,14 @@ class PlanTrials {
     std::string why;        // For the call's report.
   };
 
-  // The next call of class `key` among `candidates` (the same for every call of the class), with
-  // the bandwidth model's seconds for each (`modelled`, in the same order; empty, or 0 for one it
-  // does not model: no model). Waits, until `deadline`, for timed calls still running; should
-  // they not finish by then (a broken group), returns the chosen plan (before a choice: the first
-  // candidate) untimed.
+  // The next call of class `key` among `candidates` (the same for every call of the class).
+  // `model`, asked once, when the class is new (so that later calls do not pay for it), gives the
+  // bandwidth model's seconds for each candidate in the same order (empty, or 0 for one it does
+  // not model: no model; a null `model` too). Waits, until `deadline`, for timed calls still
+  // running; should they not finish by then (a broken group), returns the chosen plan (before a
+  // choice: the first candidate) untimed.
   Step Next(const std::string& key, const std::vector<std::string>& candidates, absl::Time deadline,
-            const std::vector<double>& modelled = {});
+            const std::function<std::vector<double>()>& model = nullptr);
   // A timed call's time, seconds (kFailed when it did not run to the end).
   void Finished(const std::string& key, int trial, double seconds);
 

@@ -69,8 +69,12 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
   optimizer_ = &optimizer;
   int64_t first_epoch = 0;
   const std::string& path = settings_.checkpoint_path;
+  // Kept for DiLoCo's resumption, which reads its outer state from the same file.
+  std::optional<torch::serialize::InputArchive> checkpoint;
   if (!path.empty() && std::filesystem::exists(path)) {
-    first_epoch = LoadCheckpoint(path);
+    checkpoint.emplace();
+    checkpoint->load_from(path);
+    first_epoch = LoadCheckpoint(*checkpoint);
     if (rank_ == 0)
       std::printf("resumed from %s at epoch %lld\n", path.c_str(),
                   static_cast<long long>(first_epoch + 1));
@@ -125,13 +129,12 @@ void TrainingRun::Attach(torch::nn::Module& model, torch::optim::Optimizer& opti
                           .codec_intra = settings_.codec_intra.empty() ? defaults.codec_intra
                                                                        : settings_.codec_intra},
             .fragments = settings_.fragments});
-    if (first_epoch_ > 0) ResumeDiLoCo();
+    if (first_epoch_ > 0) ResumeDiLoCo(checkpoint.has_value() ? &*checkpoint : nullptr);
   }
 }
 
-int64_t TrainingRun::LoadCheckpoint(const std::string& path) {
-  torch::serialize::InputArchive archive, model_archive, optimizer_archive;
-  archive.load_from(path);
+int64_t TrainingRun::LoadCheckpoint(torch::serialize::InputArchive& archive) {
+  torch::serialize::InputArchive model_archive, optimizer_archive;
   archive.read("model", model_archive);
   archive.read("optimizer", optimizer_archive);
   model_->load(model_archive);
@@ -146,21 +149,25 @@ std::string TrainingRun::CheckpointPathOf(int rank) const {
                    : absl::StrCat(settings_.checkpoint_path, ".rank", rank);
 }
 
-void TrainingRun::ResumeDiLoCo() {
+void TrainingRun::ResumeDiLoCo(torch::serialize::InputArchive* checkpoint) {
   // Rank 0's checkpoint holds the group's outer state; a checkpoint without it (another --sync)
   // starts the outer optimizer afresh from its parameters.
   std::optional<torch::serialize::InputArchive> outer;
-  if (rank_ == 0) {
-    torch::serialize::InputArchive archive;
-    archive.load_from(settings_.checkpoint_path);
+  if (rank_ == 0 && checkpoint != nullptr) {
     outer.emplace();
-    if (!archive.try_read("diloco", *outer)) outer.reset();
+    if (!checkpoint->try_read("diloco", *outer)) outer.reset();
   }
   diloco_->Restore(outer.has_value() ? &*outer : nullptr);
   // Each rank's own parameters (its steps since the last sync) and inner optimizer, where it kept
-  // them at the same epoch; otherwise it goes on from the outer parameters.
+  // them at the same epoch; otherwise it goes on from the outer parameters. Read again from the
+  // file, rank 0's too: parameters loaded from an archive share its tensors' storage, which
+  // Restore has just overwritten with the outer parameters.
   const std::string own = CheckpointPathOf(rank_);
-  if (std::filesystem::exists(own) && LoadCheckpoint(own) == first_epoch_) return;
+  if (std::filesystem::exists(own)) {
+    torch::serialize::InputArchive archive;
+    archive.load_from(own);
+    if (LoadCheckpoint(archive) == first_epoch_) return;
+  }
   std::printf("rank %d: no checkpoint of its own at epoch %d (%s): continues from the group's\n",
               rank_, first_epoch_, own.c_str());
 }

@@ -128,11 +128,12 @@ class TrainingRun {
   // diloco: with the outer state, and every other rank its own model and inner optimizer.
   void SaveCheckpoint(int next_epoch);
   // Loads a checkpoint's model and optimizer; returns its next epoch.
-  int64_t LoadCheckpoint(const std::string& path);
+  int64_t LoadCheckpoint(torch::serialize::InputArchive& archive);
   // Rank 0's file is the --checkpoint path; another rank's (diloco) has ".rank<N>" appended.
   std::string CheckpointPathOf(int rank) const;
-  // The outer state from rank 0's checkpoint, then this rank's own parameters and optimizer.
-  void ResumeDiLoCo();
+  // The outer state from rank 0's checkpoint (`checkpoint`, read by Attach; null where this
+  // rank has none), then this rank's own parameters and optimizer.
+  void ResumeDiLoCo(torch::serialize::InputArchive* checkpoint);
   // After backward on a local batch of `samples`: averages and steps (ddp), or folds the batch
   // into the group's round and steps with it (collab). True when the optimizer stepped.
   bool Step(int64_t samples);

@@ -273,11 +273,18 @@ PlanTrials::Step ChooseAfterTrials(PlanTrials& trials, const std::vector<std::st
                                    const std::vector<double>& modelled,
                                    const std::vector<double>& trial_seconds) {
   const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  int asked = 0;  // The model is asked once per class, not on every call.
+  auto model = [&] {
+    ++asked;
+    return modelled;
+  };
   for (int i = 0; i < PlanTrials::kPasses * static_cast<int>(candidates.size()); ++i) {
-    const PlanTrials::Step step = trials.Next("c", candidates, deadline, modelled);
+    const PlanTrials::Step step = trials.Next("c", candidates, deadline, model);
     trials.Finished("c", step.trial, trial_seconds[i % candidates.size()]);
   }
-  return trials.Next("c", candidates, deadline, modelled);
+  const PlanTrials::Step chosen = trials.Next("c", candidates, deadline, model);
+  EXPECT_EQ(asked, 1);
+  return chosen;
 }
 
 // Trials within the margin do not overrule a model that clearly prefers another candidate;
@@ -300,7 +307,7 @@ TEST(PlanTrials, TheBandwidthModelDecidesWhereTrialsCannotTellTheCandidatesApart
         << step.why;
     // It stays chosen, and its timed calls keep it.
     for (int i = 0; i < 3 * PlanTrials::kTimedEvery; ++i) {
-      const PlanTrials::Step next = trials.Next("c", candidates, absl::Now(), {3.0, 1.0, 2.0});
+      const PlanTrials::Step next = trials.Next("c", candidates, absl::Now());
       EXPECT_EQ(next.algorithm, "hierarchical");
       if (next.trial >= 0) trials.Finished("c", next.trial, 1.05);
     }
