@@ -131,12 +131,17 @@ uint8_t* CollectiveContext::Scratch(size_t bytes) {
 }
 
 void CollectiveContext::Drain() {
-  const absl::Time limit = absl::Now() + absl::Seconds(30);
-  for (const RequestPtr& r : issued_) r->Wait(limit).IgnoreError();
+  WaitForAll(issued_, absl::Now() + absl::Seconds(30));
   issued_.clear();
 }
 
 absl::Status CollectiveContext::WaitAll(const std::vector<Pending>& pending) {
+  std::vector<RequestPtr> requests;
+  requests.reserve(pending.size());
+  for (const Pending& p : pending) requests.push_back(p.request);
+  // One wake for all of them; what follows only collects the outcomes (and names a peer that
+  // missed the deadline).
+  WaitForAll(requests, deadline_);
   absl::Status first;
   for (const Pending& p : pending) {
     absl::Status s = Wait(p);

@@ -34,7 +34,7 @@ CommunicatorImpl::CommunicatorImpl(int id, std::vector<std::shared_ptr<Channel>>
                                    const PeerTable& table, const Options& options,
                                    LinkProbeRecord probe)
     : id_(id), options_(options) {
-  pool_ = std::make_unique<WorkerPool>(static_cast<int>(options.workers));
+  pool_ = std::make_shared<WorkerPool>(static_cast<int>(options.workers));
   callbacks_ = std::make_shared<WorkerPool>(1);
   MutexLock lock(&mu_);
   world_channels_ = std::move(channels);
@@ -254,7 +254,7 @@ absl::Status CommunicatorImpl::ProbeAtCreation(absl::Time deadline) {
 }
 
 CommunicatorImpl::~CommunicatorImpl() {
-  pool_.reset();  // Runs what is queued; each call ends by its deadline.
+  pool_->Stop();  // Runs what is queued; each call ends by its deadline.
   {
     MutexLock lock(&mu_);
     stopping_ = true;
@@ -394,46 +394,49 @@ std::shared_ptr<Work> CommunicatorImpl::Launch(std::shared_ptr<const Group> g,
     return work;
   }
   if (chunk_bytes == 0) chunk_bytes = static_cast<size_t>(options_.chunk_bytes);
-  pool_->Submit([this, g, work, sequence, descriptor, local_check, report, deadline, chunk_bytes,
-                 attempt, algorithm = std::move(algorithm),
-                 send_early = std::move(send_early)]() mutable {
-    if (absl::Status broken = health(); !broken.ok()) {
-      work->Complete(
-          absl::FailedPreconditionError(absl::StrFormat("%s on rank %d: communicator unusable: %s",
-                                                        report.name, g->rank, broken.message())),
-          report);
-      return;
-    }
-    if (sequence == 0 || group()->epoch != g->epoch) {
-      work->Complete(MembershipChangedError(g->epoch, group()->epoch,
-                                            "the call was made in an epoch that ended"),
-                     report);
-      return;
-    }
-    CollectiveContext ctx(g->rank, g->size(), &g->channels, EpochSequence(g->epoch, sequence),
-                          report.name, deadline, chunk_bytes, &scratch_);
-    if (options_.pace_sends) ctx.EnablePacing(send_bytes_per_s_.load());
-    const absl::Time start = absl::Now();
-    std::vector<CallDescriptor> descriptors;  // Every member's, for an averaging attempt.
-    bool verdict = false;
-    absl::Status status = CheckArguments(ctx, descriptor, local_check, send_early,
-                                         attempt != nullptr ? &descriptors : nullptr, &verdict);
-    report.check_time = absl::Now() - start;
-    bool ran = false;
-    if (status.ok()) {
-      ctx.BeginPhases();
-      if (attempt != nullptr) status = PrepareAttempt(ctx, descriptors, attempt);
-      if (status.ok()) status = algorithm(ctx);
-      if (status.ok() && attempt != nullptr) status = VoteOnAttempt(ctx, *g, attempt);
-      ran = true;
-    }
-    report.data_time = absl::Now() - start - report.check_time;
-    RecordTraffic(ctx, *g, report);
-    // Ranks stay in step when no data moved and the check's verdict was shared; otherwise the
-    // epoch cannot go on.
-    if (!status.ok() && (ran || !verdict)) status = AfterFailure(*g, status);
-    ctx.Drain();
-    work->Complete(status, report);
+  const WorkerPool::Ticket ticket = pool_->Submit(
+      [this, g, work, sequence, descriptor, local_check, report, deadline, chunk_bytes, attempt,
+       algorithm = std::move(algorithm), send_early = std::move(send_early)]() mutable {
+        if (absl::Status broken = health(); !broken.ok()) {
+          work->Complete(absl::FailedPreconditionError(
+                             absl::StrFormat("%s on rank %d: communicator unusable: %s",
+                                             report.name, g->rank, broken.message())),
+                         report);
+          return;
+        }
+        if (sequence == 0 || group()->epoch != g->epoch) {
+          work->Complete(MembershipChangedError(g->epoch, group()->epoch,
+                                                "the call was made in an epoch that ended"),
+                         report);
+          return;
+        }
+        CollectiveContext ctx(g->rank, g->size(), &g->channels, EpochSequence(g->epoch, sequence),
+                              report.name, deadline, chunk_bytes, &scratch_);
+        if (options_.pace_sends) ctx.EnablePacing(send_bytes_per_s_.load());
+        const absl::Time start = absl::Now();
+        std::vector<CallDescriptor> descriptors;  // Every member's, for an averaging attempt.
+        bool verdict = false;
+        absl::Status status = CheckArguments(ctx, descriptor, local_check, send_early,
+                                             attempt != nullptr ? &descriptors : nullptr, &verdict);
+        report.check_time = absl::Now() - start;
+        bool ran = false;
+        if (status.ok()) {
+          ctx.BeginPhases();
+          if (attempt != nullptr) status = PrepareAttempt(ctx, descriptors, attempt);
+          if (status.ok()) status = algorithm(ctx);
+          if (status.ok() && attempt != nullptr) status = VoteOnAttempt(ctx, *g, attempt);
+          ran = true;
+        }
+        report.data_time = absl::Now() - start - report.check_time;
+        RecordTraffic(ctx, *g, report);
+        // Ranks stay in step when no data moved and the check's verdict was shared; otherwise the
+        // epoch cannot go on.
+        if (!status.ok() && (ran || !verdict)) status = AfterFailure(*g, status);
+        ctx.Drain();
+        work->Complete(status, report);
+      });
+  work->RunOnWait([pool = std::weak_ptr<WorkerPool>(pool_), ticket] {
+    if (std::shared_ptr<WorkerPool> alive = pool.lock()) alive->RunHereIfQueued(ticket);
   });
   return work;
 }

@@ -9,6 +9,14 @@ namespace hmc {
 
 absl::Status Work::Wait(absl::Time deadline) {
   const bool own_limit = deadline >= limit_;
+  if (own_limit) {
+    std::function<void()> run_here;
+    {
+      MutexLock lock(&mu_);
+      run_here.swap(run_here_);
+    }
+    if (run_here) run_here();
+  }
   absl::Status s = completion_.Wait(std::min(deadline, limit_));
   if (!absl::IsDeadlineExceeded(s) || completion_.done()) return s;
   if (!own_limit)
@@ -26,6 +34,11 @@ absl::Status Work::Wait(absl::Time deadline) {
   }
   return absl::DeadlineExceededError(
       absl::StrFormat("still running at its deadline (%s), and more", absl::FormatTime(limit_)));
+}
+
+void Work::RunOnWait(std::function<void()> run_here) {
+  MutexLock lock(&mu_);
+  run_here_ = std::move(run_here);
 }
 
 bool Work::done() const { return completion_.done(); }

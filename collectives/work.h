@@ -51,12 +51,16 @@ class Work {
   bool done() const;
   // Valid once done.
   CollectiveReport report() const;
-  // Runs `callback` with the outcome once done: for a collective on the worker that completes
-  // it, for a point-to-point call on the communicator's callback thread (never the transport's),
-  // or at once on this thread if it is already done. Keep it short (it delays that thread); it
-  // may call report() but not start collectives and wait for them. What libtorch's futures and
-  // the DDP helper build on.
+  // Runs `callback` with the outcome once done: for a collective on the thread that completes
+  // it (a worker, or the waiter that ran it), for a point-to-point call on the communicator's
+  // callback thread (never the transport's), or at once on this thread if it is already done. Keep
+  // it short (it delays that thread); it may call report() but not start collectives and wait for
+  // them. What libtorch's futures and the DDP helper build on.
   void OnDone(std::function<void(const absl::Status&)> callback);
+
+  // What Wait() without an earlier deadline tries first: `run_here` runs the collective on the
+  // waiting thread where no worker has started it (WorkerPool::RunHereIfQueued).
+  void RunOnWait(std::function<void()> run_here);
 
   // Callbacks run on `callbacks` when given (so that what completes the work, a transport's
   // progress thread, never runs user code), else on this thread.
@@ -66,6 +70,7 @@ class Work {
   Request completion_;  // The outcome; the report is set just before it completes.
   const absl::Time limit_;
   std::function<void()> on_expiry_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> run_here_ ABSL_GUARDED_BY(mu_);
   mutable Mutex mu_;
   CollectiveReport report_ ABSL_GUARDED_BY(mu_);
   bool completed_ ABSL_GUARDED_BY(mu_) = false;

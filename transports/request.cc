@@ -21,16 +21,16 @@ size_t Request::bytes() const {
 }
 
 void Request::Complete(absl::Status status, size_t bytes) {
-  std::function<void(const absl::Status&)> then;
+  std::vector<std::function<void(const absl::Status&)>> then;
   {
     MutexLock lock(&mu_);
     if (done_) return;
     done_ = true;
     status_ = std::move(status);
     bytes_ = bytes;
-    then = std::move(then_);
+    then.swap(then_);
   }
-  if (then) then(status_);  // status_ no longer changes once done_.
+  for (auto& callback : then) callback(status_);  // status_ no longer changes once done_.
 }
 
 void Request::Then(std::function<void(const absl::Status&)> callback) {
@@ -38,12 +38,50 @@ void Request::Then(std::function<void(const absl::Status&)> callback) {
   {
     MutexLock lock(&mu_);
     if (!done_) {
-      then_ = std::move(callback);
+      then_.push_back(std::move(callback));
       return;
     }
     outcome = status_;
   }
   callback(outcome);
+}
+
+namespace {
+
+// How many of a set of requests are still running.
+class Countdown {
+ public:
+  explicit Countdown(size_t left) : left_(left) {}
+  void Done() {
+    MutexLock lock(&mu_);
+    --left_;
+  }
+  bool Wait(absl::Time deadline) {
+    MutexLock lock(&mu_);
+    auto none_left = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return left_ == 0; };
+    return mu_.AwaitWithDeadline(absl::Condition(&none_left), deadline);
+  }
+
+ private:
+  Mutex mu_;
+  size_t left_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+
+bool WaitForAll(const std::vector<RequestPtr>& requests, absl::Time deadline) {
+  std::vector<Request*> running;
+  for (const RequestPtr& r : requests) {
+    if (!r->done()) running.push_back(r.get());
+  }
+  if (running.empty()) return true;
+  if (running.size() == 1) {
+    running[0]->Wait(deadline).IgnoreError();
+    return running[0]->done();
+  }
+  auto left = std::make_shared<Countdown>(running.size());
+  for (Request* r : running) r->Then([left](const absl::Status&) { left->Done(); });
+  return left->Wait(deadline);
 }
 
 }  // namespace hmc

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -24,7 +25,7 @@ class Request {
   // The length of the message a completed receive took (what RecvUpTo callers read).
   size_t bytes() const;
   // Runs `callback` with the outcome once the request completes (at once if it has), on the
-  // completing thread: it must not block.
+  // completing thread: it must not block. Callbacks run in the order they were given.
   void Then(std::function<void(const absl::Status&)> callback);
 
  private:
@@ -32,10 +33,15 @@ class Request {
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
-  std::function<void(const absl::Status&)> then_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::function<void(const absl::Status&)>> then_ ABSL_GUARDED_BY(mu_);
 };
 
 using RequestPtr = std::shared_ptr<Request>;
+
+// Waits until every one of `requests` has completed or the deadline passes; returns whether all
+// completed. The waiting thread wakes once, when the last completes: waiting for them one by one
+// wakes it for each completion that comes while it sleeps, a thread hand-off apiece.
+bool WaitForAll(const std::vector<RequestPtr>& requests, absl::Time deadline);
 
 inline RequestPtr CompletedRequest(absl::Status status) {
   auto request = std::make_shared<Request>();

@@ -6,8 +6,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <memory>
 #include <thread>
 #include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 
 namespace hmc {
 namespace {
@@ -50,6 +55,39 @@ TEST(EventLoop, EventsCarryTheirDataAndPostedWorkRunsOnTheLoopInOrder) {
   std::thread stopper([&] { (*loop)->Stop(); });
   stopper.join();
   EXPECT_FALSE((*loop)->RunOnce(5000, [](epoll_data_t, uint32_t) {}));
+}
+
+// Only a post into an empty queue wakes the loop (the rest ride on that wake): no post may be left
+// waiting for a wake that never comes. Each poster waits for its post to run before the next, so
+// the loop sleeps between posts and posters race each other and the loop's turns. The loop waits
+// up to 60 s per turn and a poster 20 s for its post: a lost wake fails the poster's wait.
+TEST(EventLoop, EveryPostWakesASleepingLoopWhilePostersRace) {
+  absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
+  ASSERT_TRUE(loop.ok()) << loop.status();
+  constexpr int kPosters = 3;
+  constexpr int kPostsEach = 2000;
+  std::atomic<int> lost{0};
+  std::atomic<int> posters_left{kPosters};
+  std::vector<std::thread> posters;
+  for (int p = 0; p < kPosters; ++p) {
+    posters.emplace_back([&] {
+      for (int i = 0; i < kPostsEach; ++i) {
+        auto ran = std::make_shared<absl::Notification>();
+        (*loop)->Post([ran] { ran->Notify(); });
+        if (!ran->WaitForNotificationWithTimeout(absl::Seconds(20))) {
+          ++lost;
+          break;
+        }
+      }
+      if (--posters_left == 0) (*loop)->Stop();
+    });
+  }
+  // Bounded: the last poster to finish stops the loop.
+  for (int turn = 0; turn < 10 * kPosters * kPostsEach; ++turn) {
+    if (!(*loop)->RunOnce(60000, [](epoll_data_t, uint32_t) {})) break;
+  }
+  for (std::thread& t : posters) t.join();
+  EXPECT_EQ(lost.load(), 0) << "a post did not wake the loop";
 }
 
 }  // namespace
