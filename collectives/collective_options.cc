@@ -42,7 +42,8 @@ const OptionSpec<CollectiveOptions> kCollectiveOptions[] = {
     {"check_args", &CollectiveOptions::check_args,
      "Compare count, dtype, op and root across ranks before data moves."},
     {"workers", &CollectiveOptions::workers,
-     "Threads that run collectives; several may be in flight."},
+     "Threads that run collectives; several may be in flight. A caller that waits for a "
+     "collective no worker has started runs it itself."},
     {"bind", &CollectiveOptions::bind,
      "Bind this rank to its share of the machine (hwloc: with local_size ranks on a machine, each "
      "gets its part, spread over packages and NUMA nodes) and its transports' progress threads to "
