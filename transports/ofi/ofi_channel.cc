@@ -66,6 +66,7 @@ void OfiChannel::StartSend(uint64_t tag, const void* data, size_t bytes, Request
     return;
   }
   endpoint_->Start(
+      address_,
       [this, tag, data, bytes](void* context) {
         // The length travels as remote CQ data: a receiver that truncates learns what was sent.
         return fi_tsenddata(endpoint_->ep(), data, bytes, nullptr, bytes, address_, tag, context);
@@ -95,6 +96,7 @@ void OfiChannel::StartReceive(uint64_t tag, void* data, size_t capacity, bool up
     return;
   }
   endpoint_->Start(
+      address_,
       [this, tag, data, capacity, up_to, request](void* context) {
         receives_[context] = Receive{tag, capacity, up_to, request, absl::OkStatus()};
         const ssize_t r =
@@ -105,8 +107,10 @@ void OfiChannel::StartReceive(uint64_t tag, void* data, size_t capacity, bool up
       [self = shared_from_this(), request](void* context, int error, size_t length, size_t sent) {
         auto it = self->receives_.find(context);
         if (it == self->receives_.end()) {
-          // Never posted (the call itself failed).
-          request->Complete(self->Error(absl::StrFormat("receive failed: %s", fi_strerror(error))));
+          // Never posted: the call itself failed, or the link failed while it was held back.
+          request->Complete(self->failed_ ? self->status()
+                                          : self->Error(absl::StrFormat("receive failed: %s",
+                                                                        fi_strerror(error))));
           return;
         }
         const Receive receive = std::move(it->second);
@@ -150,6 +154,7 @@ void OfiChannel::CancelReceivesBelow(uint64_t floor, const absl::Status& why) {
 void OfiChannel::Drain(uint64_t tag, uint64_t ignore, uint64_t generation) {
   if (generation != drain_generation_) return;
   endpoint_->Start(
+      address_,
       [this, tag, ignore](void* context) {
         drains_.insert(context);
         const ssize_t r = fi_trecv(endpoint_->ep(), drain_scratch_, sizeof(drain_scratch_), nullptr,
@@ -195,6 +200,7 @@ void OfiChannel::SendControl(ControlMessage type, const std::vector<uint8_t>& pa
     std::memcpy(message->data() + sizeof(header), payload.data(), payload.size());
   }
   endpoint_->Start(
+      address_,
       [this, message](void* context) {
         return fi_send(endpoint_->ep(), message->data(), message->size(), nullptr, address_,
                        context);
@@ -212,12 +218,16 @@ void OfiChannel::OnReady() {
 
 void OfiChannel::Fail(const absl::Status& why, bool tell_peer, bool notify) {
   if (failed_) return;
+  failed_ = true;
+  SetStatus(why);
+  // What the provider refused for now may never go (a dead peer's connection): its requests end
+  // with `why` (the sends' and receives' done callbacks read it from status()). Before the
+  // goodbye, which would otherwise queue behind them.
+  endpoint_->AbandonHeldBack(address_);
   if (tell_peer) {
     SendControl(ControlMessage::kLeave,
                 StringsPayload({std::string(why.message().substr(0, kMaxLeaveReasonBytes))}));
   }
-  failed_ = true;
-  SetStatus(why);
   CancelReceivesBelow(kEveryTag, why);
   for (void* drain : std::set<void*>(drains_)) endpoint_->Cancel(drain);
   // Whatever the peer still sends is taken and dropped, so that its sends complete.

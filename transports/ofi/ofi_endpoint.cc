@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_format.h"
@@ -116,10 +117,7 @@ OfiEndpoint::~OfiEndpoint() {
   CloseFid(ep_);
   // Closing the endpoint discards what was in flight: end those ops, so their requests complete.
   for (OfiOp* op : std::set<OfiOp*>(live_)) Finish(op, FI_ECANCELED, 0, 0);
-  for (Deferred& d : deferred_) {
-    if (d.done) d.done(nullptr, FI_ECANCELED, 0, 0);
-  }
-  deferred_.clear();
+  while (!deferred_.empty()) AbandonHeldBack(deferred_.begin()->first);
   CloseFid(av_);
   CloseFid(cq_);
   CloseFid(domain_);
@@ -141,16 +139,30 @@ absl::StatusOr<fi_addr_t> OfiEndpoint::Insert(const std::string& name) {
   return address;
 }
 
-void OfiEndpoint::Start(std::function<ssize_t(void* context)> start, OfiDone done) {
-  // Behind an operation the provider refused for now, so that operations post in the order they
-  // were started: two sends (or receives) of one tag must not swap.
-  if (!deferred_.empty()) {
-    deferred_.push_back({std::move(start), std::move(done)});
+void OfiEndpoint::Start(fi_addr_t peer, std::function<ssize_t(void* context)> start, OfiDone done) {
+  // Behind an operation the provider refused for now, so that a peer's operations post in the
+  // order they were started: two sends (or receives) of one tag must not swap.
+  auto held = deferred_.find(peer);
+  if (held != deferred_.end()) {
+    held->second.push_back({std::move(start), std::move(done)});
     return;
   }
   if (!TryStart(start, done)) {
-    deferred_.push_back({std::move(start), std::move(done)});
-    thread_.PostAfter(kRetryAfter, [this] { StartDeferred(); });
+    deferred_[peer].push_back({std::move(start), std::move(done)});
+    if (!retry_due_) {
+      retry_due_ = true;
+      thread_.PostAfter(kRetryAfter, [this] { StartDeferred(); });
+    }
+  }
+}
+
+void OfiEndpoint::AbandonHeldBack(fi_addr_t peer) {
+  auto held = deferred_.find(peer);
+  if (held == deferred_.end()) return;
+  std::deque<Deferred> abandoned = std::move(held->second);
+  deferred_.erase(held);
+  for (Deferred& d : abandoned) {
+    if (d.done) d.done(nullptr, FI_ECANCELED, 0, 0);
   }
 }
 
@@ -175,13 +187,15 @@ bool OfiEndpoint::TryStart(std::function<ssize_t(void* context)>& start, OfiDone
 }
 
 void OfiEndpoint::StartDeferred() {
-  while (!deferred_.empty()) {
-    Deferred& next = deferred_.front();
-    if (!TryStart(next.start, next.done)) {
-      thread_.PostAfter(kRetryAfter, [this] { StartDeferred(); });
-      return;
-    }
-    deferred_.pop_front();
+  retry_due_ = false;
+  for (auto held = deferred_.begin(); held != deferred_.end();) {
+    std::deque<Deferred>& queue = held->second;
+    while (!queue.empty() && TryStart(queue.front().start, queue.front().done)) queue.pop_front();
+    held = queue.empty() ? deferred_.erase(held) : std::next(held);
+  }
+  if (!deferred_.empty()) {
+    retry_due_ = true;
+    thread_.PostAfter(kRetryAfter, [this] { StartDeferred(); });
   }
 }
 

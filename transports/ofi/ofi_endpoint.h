@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -59,10 +60,15 @@ class OfiEndpoint {
 
   // The rest runs on the progress thread.
   absl::StatusOr<fi_addr_t> Insert(const std::string& name);
-  // Starts an operation: `start` gets the op's context and returns what the libfabric call
-  // returned; -FI_EAGAIN retries after progress. An error ends the op with its errno.
-  // Operations post in the order they are started (one refused for now holds back the later).
-  void Start(std::function<ssize_t(void* context)> start, OfiDone done);
+  // Starts an operation with `peer` (FI_ADDR_UNSPEC: with any peer): `start` gets the op's
+  // context and returns what the libfabric call returned; -FI_EAGAIN retries after progress. An
+  // error ends the op with its errno. A peer's operations post in the order they are started
+  // (one refused for now holds back that peer's later ones, and no other peer's: a peer whose
+  // connection is dying, which rxm refuses until it gives up on it, must not stall the others).
+  void Start(fi_addr_t peer, std::function<ssize_t(void* context)> start, OfiDone done);
+  // Ends the operations with `peer` that are held back, with ECANCELED: for a failed link, whose
+  // peer may never take them.
+  void AbandonHeldBack(fi_addr_t peer);
   // Asks the provider to cancel an op whose context Start gave (its done then gets ECANCELED).
   void Cancel(void* context);
 
@@ -77,7 +83,7 @@ class OfiEndpoint {
   // Posts one operation; false, leaving `start` and `done` to the caller, where the provider
   // asked to try again later (FI_EAGAIN).
   bool TryStart(std::function<ssize_t(void* context)>& start, OfiDone& done);
-  // Posts the held-back operations, in order, until the provider refuses one again.
+  // Posts each peer's held-back operations, in order, until the provider refuses one again.
   void StartDeferred();
 
   fi_info* info_ = nullptr;
@@ -93,7 +99,9 @@ class OfiEndpoint {
     std::function<ssize_t(void* context)> start;
     OfiDone done;
   };
-  std::deque<Deferred> deferred_;  // Refused for now, oldest first; progress thread only.
+  // Refused for now, oldest first, by peer; progress thread only.
+  std::map<fi_addr_t, std::deque<Deferred>> deferred_;
+  bool retry_due_ = false;  // A StartDeferred is posted.
   ProgressThread thread_;
 };
 

@@ -69,6 +69,7 @@ OfiTransport::~OfiTransport() {
 void OfiTransport::ReceiveControl(size_t slot) {
   std::vector<uint8_t>& buffer = control_buffers_[slot];
   endpoint_->Start(
+      FI_ADDR_UNSPEC,
       [this, &buffer](void* context) {
         return fi_recv(endpoint_->ep(), buffer.data(), buffer.size(), nullptr, FI_ADDR_UNSPEC,
                        context);
