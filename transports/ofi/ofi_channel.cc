@@ -67,19 +67,22 @@ void OfiChannel::StartSend(uint64_t tag, const void* data, size_t bytes, Request
   }
   endpoint_->Start(
       address_,
-      [this, tag, data, bytes](void* context) {
+      [this, tag, data, bytes, request](void* context) {
         // The length travels as remote CQ data: a receiver that truncates learns what was sent.
-        return fi_tsenddata(endpoint_->ep(), data, bytes, nullptr, bytes, address_, tag, context);
+        const ssize_t r =
+            fi_tsenddata(endpoint_->ep(), data, bytes, nullptr, bytes, address_, tag, context);
+        if (r == 0) sends_[context] = request;
+        return r;
       },
-      [self = shared_from_this(), bytes, request](void*, int error, size_t, size_t) {
+      [self = shared_from_this(), bytes, request](void* context, int error, size_t, size_t) {
+        self->sends_.erase(context);
         if (error == 0) {
           self->CountSent(bytes);
           request->Complete(absl::OkStatus(), bytes);
           return;
         }
         if (!self->failed_) {
-          self->Fail(self->Error(absl::StrFormat("send failed: %s", fi_strerror(error))),
-                     /*tell_peer=*/false, /*notify=*/true);
+          self->FailBroken(self->Error(absl::StrFormat("send failed: %s", fi_strerror(error))));
         }
         request->Complete(self->status());
       });
@@ -127,8 +130,8 @@ void OfiChannel::OnReceived(const Receive& receive, int error, size_t length, si
   const bool truncated = error == FI_ETRUNC;
   if (error != 0 && !truncated) {
     const absl::Status why = Error(absl::StrFormat("receive failed: %s", fi_strerror(error)));
-    Fail(why, /*tell_peer=*/false, /*notify=*/true);
-    receive.request->Complete(why);
+    FailBroken(why);
+    receive.request->Complete(status());
     return;
   }
   if (truncated || sent != length || (!receive.up_to && sent != receive.capacity)) {
@@ -191,7 +194,8 @@ void OfiChannel::DiscardTagsBelow(uint64_t floor, const absl::Status& why) {
   });
 }
 
-void OfiChannel::SendControl(ControlMessage type, const std::vector<uint8_t>& payload) {
+void OfiChannel::SendControl(ControlMessage type, const std::vector<uint8_t>& payload,
+                             std::function<void(int error)> sent) {
   if (address_ == FI_ADDR_UNSPEC) return;
   const OfiControlHeader header{self_rank_, static_cast<uint8_t>(type), {}};
   auto message = std::make_shared<std::vector<uint8_t>>(sizeof(header) + payload.size());
@@ -205,7 +209,10 @@ void OfiChannel::SendControl(ControlMessage type, const std::vector<uint8_t>& pa
         return fi_send(endpoint_->ep(), message->data(), message->size(), nullptr, address_,
                        context);
       },
-      [message](void*, int, size_t, size_t) {});  // The buffer lives until here.
+      // The buffer lives until here.
+      [message, sent = std::move(sent)](void*, int error, size_t, size_t) {
+        if (sent) sent(error);
+      });
 }
 
 void OfiChannel::OnReady() {
@@ -224,10 +231,7 @@ void OfiChannel::Fail(const absl::Status& why, bool tell_peer, bool notify) {
   // with `why` (the sends' and receives' done callbacks read it from status()). Before the
   // goodbye, which would otherwise queue behind them.
   endpoint_->AbandonHeldBack(address_);
-  if (tell_peer) {
-    SendControl(ControlMessage::kLeave,
-                StringsPayload({std::string(why.message().substr(0, kMaxLeaveReasonBytes))}));
-  }
+  if (tell_peer) Leave(std::string(why.message().substr(0, kMaxLeaveReasonBytes)));
   CancelReceivesBelow(kEveryTag, why);
   for (void* drain : std::set<void*>(drains_)) endpoint_->Cancel(drain);
   // Whatever the peer still sends is taken and dropped, so that its sends complete.
@@ -236,6 +240,24 @@ void OfiChannel::Fail(const absl::Status& why, bool tell_peer, bool notify) {
   for (auto& send : sends) send();  // Each fails with `why`.
   ready_->Complete(why);            // Ignored where the handshake had finished.
   if (notify) on_failure_(peer_rank_, why);
+}
+
+void OfiChannel::FailBroken(const absl::Status& why) {
+  Fail(why, /*tell_peer=*/false, /*notify=*/true);
+  ReleaseSends();
+}
+
+void OfiChannel::Leave(const std::string& reason) {
+  SendControl(ControlMessage::kLeave, StringsPayload({reason}),
+              [self = shared_from_this()](int error) {
+                if (error != 0) self->ReleaseSends();
+              });
+}
+
+void OfiChannel::ReleaseSends() {
+  std::map<void*, RequestPtr> released;
+  released.swap(sends_);
+  for (auto& [context, request] : released) request->Complete(status());
 }
 
 void OfiChannel::OnGoodbye() {

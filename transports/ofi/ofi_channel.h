@@ -29,6 +29,11 @@ namespace hmc {
 // message truncated into a small scratch buffer (rxm never completes a zero-length receive that
 // takes a long message), so that they neither match later receives nor stay queued; a failed
 // link drains everything its peer still sends.
+// rxm never completes a rendezvous send whose receiver died (the send waits for the receiver's
+// read, and closing the connection does not flush it), so a failed link ends its sends' requests
+// itself once the provider cannot reach the peer: where the provider reported the link broken, or
+// the goodbye (kLeave) that Close sends failed. The provider keeps such a send until the endpoint
+// closes; only a peer that came back on a new connection could still read it.
 class OfiChannel final : public ProvenChannel, public std::enable_shared_from_this<OfiChannel> {
  public:
   OfiChannel(OfiEndpoint* endpoint, int self_rank, const PeerAddress& peer,
@@ -42,7 +47,9 @@ class OfiChannel final : public ProvenChannel, public std::enable_shared_from_th
 
   // The rest runs on the progress thread (and is what OnControlMessage uses).
   void Open(fi_addr_t address, bool local);
-  void SendControl(ControlMessage type, const std::vector<uint8_t>& payload);
+  // `sent`, if given, gets the send's outcome (0 or an errno).
+  void SendControl(ControlMessage type, const std::vector<uint8_t>& payload,
+                   std::function<void(int error)> sent = nullptr);
   void OnReady();
   void Fail(const absl::Status& why, bool tell_peer, bool notify);
   void OnGoodbye();
@@ -62,6 +69,12 @@ class OfiChannel final : public ProvenChannel, public std::enable_shared_from_th
   void StartReceive(uint64_t tag, void* data, size_t capacity, bool up_to, RequestPtr request);
   void StartSend(uint64_t tag, const void* data, size_t bytes, RequestPtr request);
   void OnReceived(const Receive& receive, int error, size_t length, size_t sent);
+  // Fails the link after the provider reported it broken: its sends can end at once.
+  void FailBroken(const absl::Status& why);
+  // Sends the goodbye with `reason`; releases the sends if it fails (the peer is unreachable).
+  void Leave(const std::string& reason);
+  // Ends the requests of the sends the provider still holds with the link's error.
+  void ReleaseSends();
   // Drains the peer's messages whose tags match `tag` under `ignore`, again after each one.
   void Drain(uint64_t tag, uint64_t ignore, uint64_t generation);
   void CancelReceivesBelow(uint64_t floor, const absl::Status& why);
@@ -75,6 +88,7 @@ class OfiChannel final : public ProvenChannel, public std::enable_shared_from_th
   bool ready_done_ = false;
   std::vector<std::function<void()>> before_ready_;
   std::map<void*, Receive> receives_;  // Posted, by their op's context.
+  std::map<void*, RequestPtr> sends_;  // Posted and not yet completed, by their op's context.
   std::set<void*> drains_;             // The drain receives posted now.
   uint64_t drain_generation_ = 0;      // Drains of an older generation are not posted again.
   uint8_t drain_scratch_[64];          // Where drained messages land, truncated, unread.
