@@ -56,14 +56,16 @@ TEST(WorkerPool, StopWaitsForARunOnAWaitersThreadAndRefusesLaterOnes) {
     absl::SleepFor(absl::Milliseconds(200));
     finished_here = true;
   });
-  const WorkerPool::Ticket late = pool->Submit([] {});
+  std::atomic<bool> late_ran{false};
+  const WorkerPool::Ticket late = pool->Submit([&] { late_ran = true; });
   std::thread waiter([&] { EXPECT_TRUE(pool->RunHereIfQueued(slow)); });
   ASSERT_TRUE(running_here.WaitForNotificationWithTimeout(kPatience));
   release_worker.Notify();
   pool->Stop();
-  // Stop returned after the waiter's run, not during it.
+  // Stop returned after the waiter's run, not during it, and the workers ran what was queued.
   EXPECT_TRUE(finished_here.load());
-  EXPECT_FALSE(pool->RunHereIfQueued(late));  // The workers ran what was queued.
+  EXPECT_TRUE(late_ran.load());
+  EXPECT_FALSE(pool->RunHereIfQueued(late));  // Refused once stopped: it ran already.
   waiter.join();
 }
 
