@@ -9,6 +9,14 @@ namespace hmc {
 namespace {
 
 constexpr size_t kMaxLeaveReasonBytes = 1024;
+// How long the provider may refuse a failed link's goodbye before hmc takes the peer for
+// unreachable: well past a connection's set-up on a live path, and rxm, reconnecting to a dead
+// peer, refuses it for as long as anyone asks.
+constexpr absl::Duration kUnreachableAfter = absl::Seconds(2);
+// How often a failed link looks at the sends it still holds, and for how long in all: as long as
+// a call's teardown waits for its requests (CollectiveContext::Drain).
+constexpr absl::Duration kHeldSendsCheckEvery = absl::Milliseconds(250);
+constexpr int kHeldSendsChecks = 120;
 constexpr uint64_t kEveryTag = ~uint64_t{0};
 
 }  // namespace
@@ -231,7 +239,11 @@ void OfiChannel::Fail(const absl::Status& why, bool tell_peer, bool notify) {
   // with `why` (the sends' and receives' done callbacks read it from status()). Before the
   // goodbye, which would otherwise queue behind them.
   endpoint_->AbandonHeldBack(address_);
-  if (tell_peer) Leave(std::string(why.message().substr(0, kMaxLeaveReasonBytes)));
+  if (tell_peer) {
+    const std::string reason(why.message().substr(0, kMaxLeaveReasonBytes));
+    Leave(reason);
+    WatchHeldSends(reason, kHeldSendsChecks);
+  }
   CancelReceivesBelow(kEveryTag, why);
   for (void* drain : std::set<void*>(drains_)) endpoint_->Cancel(drain);
   // Whatever the peer still sends is taken and dropped, so that its sends complete.
@@ -248,10 +260,27 @@ void OfiChannel::FailBroken(const absl::Status& why) {
 }
 
 void OfiChannel::Leave(const std::string& reason) {
+  leave_pending_ = true;
   SendControl(ControlMessage::kLeave, StringsPayload({reason}),
               [self = shared_from_this()](int error) {
+                self->leave_pending_ = false;
                 if (error != 0) self->ReleaseSends();
               });
+}
+
+void OfiChannel::WatchHeldSends(const std::string& reason, int checks_left) {
+  if (sends_.empty()) return;
+  if (endpoint_->RefusedFor(address_) >= kUnreachableAfter) {
+    endpoint_->AbandonHeldBack(address_);  // The goodbye, which the provider would never send.
+    ReleaseSends();
+    return;
+  }
+  if (checks_left == 0) return;
+  if (!leave_pending_) Leave(reason);
+  endpoint_->thread().PostAfter(kHeldSendsCheckEvery,
+                                [self = shared_from_this(), reason, checks_left] {
+                                  self->WatchHeldSends(reason, checks_left - 1);
+                                });
 }
 
 void OfiChannel::ReleaseSends() {

@@ -31,8 +31,11 @@ namespace hmc {
 // link drains everything its peer still sends.
 // rxm never completes a rendezvous send whose receiver died (the send waits for the receiver's
 // read, and closing the connection does not flush it), so a failed link ends its sends' requests
-// itself once the provider cannot reach the peer: where the provider reported the link broken, or
-// the goodbye (kLeave) that Close sends failed. The provider keeps such a send until the endpoint
+// itself once the provider cannot reach the peer: where the provider reported the link broken, the
+// goodbye (kLeave) that Close sends failed, or the provider refused the goodbye for
+// kUnreachableAfter (rxm refuses a peer's operations while it reconnects, and a dead peer refuses
+// the connection). A goodbye that went out while sends remain is sent again, a probe: one that
+// rode a dead connection makes rxm reconnect. The provider keeps such a send until the endpoint
 // closes; only a peer that came back on a new connection could still read it.
 class OfiChannel final : public ProvenChannel, public std::enable_shared_from_this<OfiChannel> {
  public:
@@ -73,6 +76,9 @@ class OfiChannel final : public ProvenChannel, public std::enable_shared_from_th
   void FailBroken(const absl::Status& why);
   // Sends the goodbye with `reason`; releases the sends if it fails (the peer is unreachable).
   void Leave(const std::string& reason);
+  // While sends remain after Close: releases them once the provider has refused the goodbye for
+  // kUnreachableAfter, or else sends it again once the last one went; `checks_left` bounds it.
+  void WatchHeldSends(const std::string& reason, int checks_left);
   // Ends the requests of the sends the provider still holds with the link's error.
   void ReleaseSends();
   // Drains the peer's messages whose tags match `tag` under `ignore`, again after each one.
@@ -86,6 +92,7 @@ class OfiChannel final : public ProvenChannel, public std::enable_shared_from_th
   bool failed_ = false;
   bool got_goodbye_ = false;
   bool ready_done_ = false;
+  bool leave_pending_ = false;  // A goodbye is posted and not yet done.
   std::vector<std::function<void()>> before_ready_;
   std::map<void*, Receive> receives_;  // Posted, by their op's context.
   std::map<void*, RequestPtr> sends_;  // Posted and not yet completed, by their op's context.

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 #include <utility>
@@ -14,7 +15,10 @@ namespace {
 
 constexpr int kCompletionsPerRead = 16;
 // How soon an operation the provider refused (FI_EAGAIN) is tried again; progress runs meanwhile.
+// Twice as long after each round the provider took none of them, up to the longest: a dead peer's
+// operations, refused until its link ends them, must not keep the thread spinning.
 constexpr absl::Duration kRetryAfter = absl::Microseconds(10);
+constexpr absl::Duration kLongestRetryAfter = absl::Milliseconds(1);
 
 template <typename Fid>
 void CloseFid(Fid*& fid) {
@@ -144,22 +148,30 @@ void OfiEndpoint::Start(fi_addr_t peer, std::function<ssize_t(void* context)> st
   // order they were started: two sends (or receives) of one tag must not swap.
   auto held = deferred_.find(peer);
   if (held != deferred_.end()) {
-    held->second.push_back({std::move(start), std::move(done)});
+    held->second.ops.push_back({std::move(start), std::move(done)});
     return;
   }
   if (!TryStart(start, done)) {
-    deferred_[peer].push_back({std::move(start), std::move(done)});
+    HeldBack& fresh = deferred_[peer];
+    fresh.ops.push_back({std::move(start), std::move(done)});
+    fresh.since = absl::Now();
     if (!retry_due_) {
       retry_due_ = true;
-      thread_.PostAfter(kRetryAfter, [this] { StartDeferred(); });
+      retry_after_ = kRetryAfter;
+      thread_.PostAfter(retry_after_, [this] { StartDeferred(); });
     }
   }
+}
+
+absl::Duration OfiEndpoint::RefusedFor(fi_addr_t peer) const {
+  auto held = deferred_.find(peer);
+  return held == deferred_.end() ? absl::ZeroDuration() : absl::Now() - held->second.since;
 }
 
 void OfiEndpoint::AbandonHeldBack(fi_addr_t peer) {
   auto held = deferred_.find(peer);
   if (held == deferred_.end()) return;
-  std::deque<Deferred> abandoned = std::move(held->second);
+  std::deque<Deferred> abandoned = std::move(held->second.ops);
   deferred_.erase(held);
   for (Deferred& d : abandoned) {
     if (d.done) d.done(nullptr, FI_ECANCELED, 0, 0);
@@ -188,14 +200,21 @@ bool OfiEndpoint::TryStart(std::function<ssize_t(void* context)>& start, OfiDone
 
 void OfiEndpoint::StartDeferred() {
   retry_due_ = false;
+  bool took_any = false;
   for (auto held = deferred_.begin(); held != deferred_.end();) {
-    std::deque<Deferred>& queue = held->second;
+    std::deque<Deferred>& queue = held->second.ops;
+    const size_t before = queue.size();
     while (!queue.empty() && TryStart(queue.front().start, queue.front().done)) queue.pop_front();
+    if (queue.size() < before) {
+      took_any = true;
+      held->second.since = absl::Now();
+    }
     held = queue.empty() ? deferred_.erase(held) : std::next(held);
   }
   if (!deferred_.empty()) {
     retry_due_ = true;
-    thread_.PostAfter(kRetryAfter, [this] { StartDeferred(); });
+    retry_after_ = took_any ? kRetryAfter : std::min(2 * retry_after_, kLongestRetryAfter);
+    thread_.PostAfter(retry_after_, [this] { StartDeferred(); });
   }
 }
 

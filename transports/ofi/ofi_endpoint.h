@@ -17,6 +17,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "transports/progress_thread.h"
 
 namespace hmc {
@@ -69,6 +70,11 @@ class OfiEndpoint {
   // Ends the operations with `peer` that are held back, with ECANCELED: for a failed link, whose
   // peer may never take them.
   void AbandonHeldBack(fi_addr_t peer);
+  // How long the provider has refused every operation with `peer` for now (zero while none is
+  // held back). rxm refuses a peer's operations while it has no connection to it and is making
+  // one; it retries a refused connection every 2 s without end, so a dead peer's operations are
+  // refused for as long as anyone asks.
+  absl::Duration RefusedFor(fi_addr_t peer) const;
   // Asks the provider to cancel an op whose context Start gave (its done then gets ECANCELED).
   void Cancel(void* context);
 
@@ -99,9 +105,15 @@ class OfiEndpoint {
     std::function<ssize_t(void* context)> start;
     OfiDone done;
   };
-  // Refused for now, oldest first, by peer; progress thread only.
-  std::map<fi_addr_t, std::deque<Deferred>> deferred_;
+  struct HeldBack {
+    std::deque<Deferred> ops;  // Oldest first.
+    absl::Time since;          // When the provider last took one of them, or first refused them.
+  };
+  // Refused for now, by peer; progress thread only.
+  std::map<fi_addr_t, HeldBack> deferred_;
   bool retry_due_ = false;  // A StartDeferred is posted.
+  // How soon StartDeferred runs again: longer while the provider takes none of them.
+  absl::Duration retry_after_;
   ProgressThread thread_;
 };
 
