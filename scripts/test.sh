@@ -38,11 +38,8 @@ cmake --build build-tsan --parallel --target transport_test coordinator_test col
 elapsed
 # UCX_MEM_EVENTS=no: UCX's memory hooks (libucm patches madvise) crash under TSan's interceptors
 # when a thread exits; hmc needs no memory events (they serve UCX's RDMA registration cache).
-# libfabric's tests are left out here (-E ofi): under TSan its tcp;ofi_rxm provider hung the
-# three-rank contract test and tripped a signal-unsafe report in teardown (perf/RESULTS.md,
-# "libfabric"); they run in the Release and ASan+UBSan suites.
 UCX_MEM_EVENTS=no TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
-  run_suite build-tsan -R 'ChannelContract|TcpTransport|ProvenLinkTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint|ProtectedLink|ManInTheMiddle|LinkProtection' -E 'ofi'
+  run_suite build-tsan -R 'ChannelContract|TcpTransport|ProvenLinkTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint|ProtectedLink|ManInTheMiddle|LinkProtection'
 elapsed
 
 echo "== fuzz targets (clang libFuzzer, ASan+UBSan), briefly from their committed seeds"
