@@ -4,6 +4,7 @@
 #include <map>
 #include <numeric>
 
+#include "collectives/arg_check.h"
 #include "collectives/hierarchical.h"
 
 namespace hmc {
@@ -77,6 +78,16 @@ double Butterfly(double bytes, int n, const std::vector<double>& shares, const L
   return phase.Seconds(2);
 }
 
+// Every rank sends its whole vector to every other at once, with the argument check's exchange
+// (its early data): one phase, one latency, the check's included.
+double OneShot(double bytes, int n, const LinkMatrix& links) {
+  PhaseModel phase(links);
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) phase.Carry(a, b, bytes);
+  }
+  return phase.Seconds(1);
+}
+
 double Hierarchical(double bytes, const std::vector<int>& zone_of, const LinkMatrix& links) {
   const ZoneLayout layout(zone_of);
   const std::vector<std::vector<int>>& zones = layout.zones;
@@ -123,6 +134,7 @@ std::optional<double> ModelledAllReduceSeconds(absl::string_view algorithm, size
     return Butterfly(b, n, shares, links);
   }
   if (algorithm == "hierarchical") return Hierarchical(b, zone_of, links);
+  if (algorithm == "one_shot" && bytes <= kMaxEarlyBytes) return OneShot(b, n, links);
   return std::nullopt;
 }
 

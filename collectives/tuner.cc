@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -44,6 +45,23 @@ absl::StatusOr<std::vector<double>> ParseWeights(const std::string& text, size_t
 std::string AutoCodec(double slowest_mbit, double encode_bytes_per_s) {
   if (slowest_mbit <= 0 || encode_bytes_per_s <= 0) return "none";
   return slowest_mbit < 0.5 * encode_bytes_per_s * 8 / 1e6 ? kAutoCodec : "none";
+}
+
+// Rule 2, its second half: a vector too long for the first half yet short against the round trips
+// it would wait through (hundreds of KiB across an ocean) goes one-shot where the bandwidth model
+// makes that faster than the plan the later rules chose, whose time is the model's plus the
+// argument check's latency it waits for.
+void PreferOneShotWhereLatencyBound(const TunerInput& in, AllReducePlan& plan) {
+  const std::optional<double> one_shot =
+      ModelledAllReduceSeconds("one_shot", in.bytes, in.zone_of, plan.shares, *in.links);
+  const std::optional<double> chosen =
+      ModelledAllReduceSeconds(plan.algorithm, in.bytes, in.zone_of, plan.shares, *in.links);
+  if (!one_shot.has_value() || !chosen.has_value()) return;
+  const double with_check = *chosen + in.links->LongestRtt() / 2e3;
+  if (*one_shot >= with_check) return;
+  plan.why = absl::StrFormat("latency-bound: one-shot %.3g s, %s %.3g s with its argument check",
+                             *one_shot, plan.algorithm, with_check);
+  plan.algorithm = "one_shot";
 }
 
 }  // namespace
@@ -130,6 +148,10 @@ absl::StatusOr<AllReducePlan> ChoosePlan(const TunerInput& in) {
     absl::StatusOr<std::vector<double>> weights = ParseWeights(in.shares, n);
     if (!weights.ok()) return weights.status();
     plan.shares = *weights;
+  }
+
+  if (Auto(in.algo) && measured && in.bytes >= in.small_message_bytes) {
+    PreferOneShotWhereLatencyBound(in, plan);
   }
 
   const double inter = measured ? in.links->SlowestRate(in.zone_of, /*across_zones=*/true) : 0;

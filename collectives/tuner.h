@@ -52,6 +52,9 @@ inline constexpr char kAutoCodec[] = "int8:block=256";
 //     of the slowest link (half the longest round trip per latency, its rate per byte) makes
 //     faster: one-shot pays one latency and sends (n-1)× the vector, halving-doubling pays
 //     2·⌈log2 n⌉ latencies and sends about twice the vector. Unmeasured: 50 µs, 1 GB/s.
+//     From small_message_bytes up to kMaxEarlyBytes, measured: one-shot where the bandwidth
+//     model (bandwidth_model.h) makes it faster than the plan rules 3-5 choose, with the
+//     argument check's latency that plan waits for.
 //  3. Ranks in several zones, some zone holding two or more: hierarchical (each WAN link carries
 //     1/k of the vector for zones of k).
 //  4. Otherwise, with measurements: butterfly with balanced shares where the peers' bandwidths

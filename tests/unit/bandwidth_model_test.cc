@@ -49,6 +49,15 @@ TEST(BandwidthModel, HierarchicalPaysItsPhasesOneAfterAnother) {
               in_zone + across + in_zone, 1e-9);
 }
 
+// One-shot: every NIC sends and receives three whole vectors over its three links at once, in one
+// latency (the argument check's, whose exchange its data rides on); nothing above kMaxEarlyBytes.
+TEST(BandwidthModel, OneShotCarriesEveryVectorToEveryPeerInOneLatency) {
+  constexpr size_t kShort = 400 << 10;
+  EXPECT_NEAR(*ModelledAllReduceSeconds("one_shot", kShort, kZones, kEqual, TwoZones()),
+              3.0 * kShort / kNicBytesPerS + 0.050, 1e-9);
+  EXPECT_FALSE(ModelledAllReduceSeconds("one_shot", 2 << 20, kZones, kEqual, TwoZones()));
+}
+
 // The model and the algorithm share the layout: a zone of three and a zone of two, three shards;
 // rank 3 holds shard 0 of the second zone, rank 4 shards 1 and 2.
 TEST(ZoneLayout, ShardsAreHeldAsTheHierarchicalAllReduceCutsThem) {

@@ -134,6 +134,31 @@ TEST(Tuner, SmallMessagesGoOneShotWhileLatencyDominates) {
   EXPECT_EQ(ChoosePlan(in)->algorithm, "halving_doubling");
 }
 
+// Above small_message_bytes, a vector of a few hundred KiB across a 100 ms round trip still waits
+// mostly for round trips: one-shot where the bandwidth model says so, the rules' plan where the
+// round trips are short or the vector is past what rides on the argument check.
+TEST(Tuner, AVectorOfHundredsOfKiBGoesOneShotOnlyWhereRoundTripsDominate) {
+  std::vector<std::vector<double>> rates = {
+      {0, 1000, 100, 100}, {1000, 0, 100, 100}, {100, 100, 0, 1000}, {100, 100, 1000, 0}};
+  const LinkMatrix ocean = Matrix(rates, 100);
+  const LinkMatrix data_centre = Matrix(rates, 0.5);
+  TunerInput in;
+  in.zone_of = {0, 0, 1, 1};
+  in.bytes = 400 << 10;
+  in.links = &ocean;
+  absl::StatusOr<AllReducePlan> plan = ChoosePlan(in);
+  EXPECT_EQ(plan->algorithm, "one_shot") << plan->why;
+  EXPECT_THAT(plan->why, testing::HasSubstr("latency-bound"));
+  in.links = &data_centre;
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "hierarchical");
+  in.links = &ocean;
+  in.bytes = 2 << 20;
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "hierarchical");
+  in.bytes = 400 << 10;
+  in.algo = "ring";
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "ring");
+}
+
 TEST(Tuner, AutoCodecCompressesOnlyLinksSlowerThanTheCodec) {
   // 500 Mbit/s across zones, 40 Gbit/s inside: int8 across, nothing inside.
   const LinkMatrix m = Matrix({{0, 40000, 500}, {40000, 0, 500}, {500, 500, 0}}, 10);
