@@ -41,6 +41,13 @@ absl::StatusOr<std::vector<double>> ParseWeights(const std::string& text, size_t
   return weights;
 }
 
+// One latency of the rules' models: half the longest measured round trip, or a data centre's
+// where nothing was measured. The argument check's exchange takes one.
+double LatencyS(const LinkMatrix* links) {
+  const bool measured = links != nullptr && links->measured() && links->LongestRtt() > 0;
+  return measured ? links->LongestRtt() / 2e3 : kUnmeasuredLatencyS;
+}
+
 // Mbit/s that one core encodes with the auto codec; a link slower than half of it gains.
 std::string AutoCodec(double slowest_mbit, double encode_bytes_per_s) {
   if (slowest_mbit <= 0 || encode_bytes_per_s <= 0) return "none";
@@ -57,7 +64,7 @@ void PreferOneShotWhereLatencyBound(const TunerInput& in, AllReducePlan& plan) {
   const std::optional<double> chosen =
       ModelledAllReduceSeconds(plan.algorithm, in.bytes, in.zone_of, plan.shares, *in.links);
   if (!one_shot.has_value() || !chosen.has_value()) return;
-  const double with_check = *chosen + in.links->LongestRtt() / 2e3;
+  const double with_check = *chosen + LatencyS(in.links);
   if (*one_shot >= with_check) return;
   plan.why = absl::StrFormat("latency-bound: one-shot %.3g s, %s %.3g s with its argument check",
                              *one_shot, plan.algorithm, with_check);
@@ -81,9 +88,9 @@ uint32_t AllReducePlan::Fingerprint() const {
 // longest round trip) and sends (n-1)·bytes; halving-doubling pays 2·⌈log2 n⌉ latencies and sends
 // about 2·bytes. Both at the slowest link's rate.
 std::pair<std::string, std::string> SmallMessageAlgorithm(const TunerInput& in, size_t n) {
-  double latency = kUnmeasuredLatencyS, bytes_per_s = kUnmeasuredBytesPerS;
+  const double latency = LatencyS(in.links);
+  double bytes_per_s = kUnmeasuredBytesPerS;
   if (in.links != nullptr && in.links->measured()) {
-    if (in.links->LongestRtt() > 0) latency = in.links->LongestRtt() / 2e3;
     double slowest = 0;
     for (bool across : {true, false}) {
       const double rate = in.links->SlowestRate(in.zone_of, across);

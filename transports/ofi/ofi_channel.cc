@@ -271,7 +271,8 @@ void OfiChannel::Leave(const std::string& reason) {
 void OfiChannel::WatchHeldSends(const std::string& reason, int checks_left) {
   if (sends_.empty()) return;
   if (endpoint_->RefusedFor(address_) >= kUnreachableAfter) {
-    endpoint_->AbandonHeldBack(address_);  // The goodbye, which the provider would never send.
+    // What is held back (the goodbye) would never go; the sends end here, whichever op it was.
+    endpoint_->AbandonHeldBack(address_);
     ReleaseSends();
     return;
   }
