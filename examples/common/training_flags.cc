@@ -19,6 +19,7 @@ ABSL_FLAG(std::string, sync, "ddp",
           "commits with the survivors), reducer (the same through c10d::Reducer and the hmc "
           "hook), collab (collaborative optimizer), diloco (--inner_steps local steps, then an "
           "outer step on the averaged pseudo-gradient) or local (no averaging: a baseline).");
+// The DiLoCo flags' defaults are each example's (DiLoCoDefaults): --help shows them as "currently".
 ABSL_FLAG(int, inner_steps, 50, "diloco: local optimizer steps between two syncs (H).");
 ABSL_FLAG(double, outer_lr, 0.7, "diloco: the outer SGD's learning rate.");
 ABSL_FLAG(double, outer_momentum, 0.9, "diloco: the outer SGD's Nesterov momentum.");
@@ -86,8 +87,11 @@ std::unique_ptr<TrainingRun> StartFromFlags(absl::string_view program, int64_t g
 }
 
 int RunExample(int argc, char** argv, absl::string_view program, absl::string_view usage,
-               const std::function<int()>& body) {
+               const std::function<int()>& body, const DiLoCoDefaults& diloco) {
   absl::SetProgramUsageMessage(usage);
+  absl::SetFlag(&FLAGS_inner_steps, diloco.inner_steps);
+  absl::SetFlag(&FLAGS_outer_lr, diloco.outer_lr);
+  absl::SetFlag(&FLAGS_outer_momentum, diloco.outer_momentum);
   absl::ParseCommandLine(argc, argv);
   try {
     return body();

@@ -21,10 +21,18 @@ namespace hmc::examples {
 // --json's default: PROGRAM.jsonl); throws std::runtime_error when it cannot.
 std::unique_ptr<TrainingRun> StartFromFlags(absl::string_view program, int64_t global_batch);
 
+// DiLoCo's settings that suit an example's model and run length: its defaults of --inner_steps,
+// --outer_lr and --outer_momentum (--help shows them as "currently").
+struct DiLoCoDefaults {
+  int inner_steps = 50;
+  double outer_lr = 0.7;
+  double outer_momentum = 0.9;
+};
+
 // An example's main: parses the flags, runs `body`, and turns an exception into an error line
 // "PROGRAM: what" and exit status 1.
 int RunExample(int argc, char** argv, absl::string_view program, absl::string_view usage,
-               const std::function<int()>& body);
+               const std::function<int()>& body, const DiLoCoDefaults& diloco = {});
 
 }  // namespace hmc::examples
 
