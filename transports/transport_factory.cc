@@ -95,6 +95,7 @@ absl::StatusOr<std::unique_ptr<Transport>> MakeOther(TransportKind kind,
   config.world_id = options.world_id;
   config.epoch = site.epoch;
   config.resources.provider = options.ofi_provider;
+  config.resources.register_always = options.ofi_register == "always";
   // On the interface that reaches the coordinator, as TCP's links.
   absl::StatusOr<SocketAddress> bind =
       SocketAddress::Parse(options.bind_addr.empty() ? site.default_bind : options.bind_addr);

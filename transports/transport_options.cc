@@ -14,8 +14,8 @@ const OptionSpec<TransportOptions> kTransportOptions[] = {
      "token: changed, forged or replayed frames fail), crc (CRC-32: corruption only) or off."},
     {"transport", &TransportOptions::transport,
      "Transport of each link: tcp, ucx (UCX: RDMA where the hosts have it, else UCX's TCP), ofi "
-     "(libfabric, on the provider ofi_provider names; only in a build with -DHMC_WITH_OFI=ON, "
-     "unfinished), or per link class as "
+     "(libfabric, on the provider ofi_provider names; in a build with libfabric), or per link "
+     "class as "
      "intra=ucx,inter=tcp (intra: peers of this rank's zone). auto: UCX inside "
      "the zone where hmc was built with it and the host has an RDMA device, TCP otherwise; links "
      "between zones stay TCP unless named. A link uses UCX only where both of its ranks choose "
@@ -23,6 +23,9 @@ const OptionSpec<TransportOptions> kTransportOptions[] = {
     {"ofi_provider", &TransportOptions::ofi_provider,
      "libfabric provider of transport=ofi: tcp;ofi_rxm (its TCP provider under the RDM layer), "
      "or the fabric's own, e.g. efa, verbs;ofi_rxm."},
+    {"ofi_register", &TransportOptions::ofi_register,
+     "libfabric: register the buffer of every send and receive with the domain where the "
+     "provider requires it (auto: FI_MR_LOCAL, as verbs and EFA do), or always."},
     {"streams", &TransportOptions::streams,
      "TCP connections per peer that large messages are striped over; 0 (auto): open max_streams "
      "and use as many as the link probe at creation shows to help."},
@@ -71,6 +74,10 @@ absl::Status TransportOptions::Validate() const {
   }
   if (absl::StatusOr<FrameIntegrity> seal = ParseFrameIntegrity(integrity); !seal.ok()) {
     return seal.status();
+  }
+  if (ofi_register != "auto" && ofi_register != "always") {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("ofi_register=%s: must be auto or always", ofi_register));
   }
   if (max_frame_bytes < 4096 || max_unexpected_bytes < 0 || stripe_min_bytes < 1 ||
       socket_buffer_bytes < 0 || pull_min_bytes < 0) {

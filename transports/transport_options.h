@@ -17,6 +17,7 @@ struct TransportOptions {
   std::string integrity = "mac";   // Frame seals where TLS is off: mac, crc or off.
   std::string transport = "auto";  // Per link class: auto, tcp, ucx, ofi, intra=ucx,...
   std::string ofi_provider = "tcp;ofi_rxm";
+  std::string ofi_register = "auto";     // Buffers registered: auto (where required) or always.
   int64_t streams = 0;                   // TCP connections per peer; 0: chosen by a probe.
   int64_t max_streams = 32;              // Connections opened when streams is 0.
   bool adapt_streams = true;             // When streams is 0: per link and size, from transfers.

@@ -38,9 +38,10 @@ struct ChannelKind {
   std::string name;
   bool inproc = false;
   int streams = 1;
-  bool local = false;  // TCP: peers connect over Unix domain sockets.
-  UcxResources ucx;    // UCX where ucx.tls names its transports.
-  bool ofi = false;    // libfabric, tcp;ofi_rxm on loopback.
+  bool local = false;         // TCP: peers connect over Unix domain sockets.
+  UcxResources ucx;           // UCX where ucx.tls names its transports.
+  bool ofi = false;           // libfabric, tcp;ofi_rxm on loopback.
+  bool ofi_register = false;  // libfabric registers every buffer (rxm does not require it).
 };
 void PrintTo(const ChannelKind& kind, std::ostream* os) { *os << kind.name; }
 
@@ -97,9 +98,11 @@ Links Open(const ChannelKind& kind, int n) {
       OfiTransportConfig config;
       config.token = testing_util::kToken;
       config.world_id = "t";
-      config.resources = {"tcp;ofi_rxm", "127.0.0.1"};
+      config.resources = {"tcp;ofi_rxm", "127.0.0.1", kind.ofi_register};
       auto t = OfiTransport::Create(config);
       EXPECT_TRUE(t.ok()) << t.status();
+      EXPECT_EQ((*t)->Describe().find("registered buffers") != std::string::npos,
+                kind.ofi_register);
       links.transports.push_back(std::move(*t));
     }
     ConnectAll(links);
@@ -286,6 +289,7 @@ std::vector<ChannelKind> EveryKind() {
 #endif
 #ifdef HMC_HAVE_OFI
   kinds.push_back({"ofi_tcp_rxm", false, 1, false, {}, true});
+  kinds.push_back({"ofi_tcp_rxm_registered", false, 1, false, {}, true, true});
 #endif
   return kinds;
 }

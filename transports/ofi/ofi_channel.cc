@@ -74,11 +74,11 @@ void OfiChannel::StartSend(uint64_t tag, const void* data, size_t bytes, Request
     return;
   }
   endpoint_->Start(
-      address_,
-      [this, tag, data, bytes, request](void* context) {
+      address_, {data, bytes, FI_SEND},
+      [this, tag, data, bytes, request](void* context, void* descriptor) {
         // The length travels as remote CQ data: a receiver that truncates learns what was sent.
         const ssize_t r =
-            fi_tsenddata(endpoint_->ep(), data, bytes, nullptr, bytes, address_, tag, context);
+            fi_tsenddata(endpoint_->ep(), data, bytes, descriptor, bytes, address_, tag, context);
         if (r == 0) sends_[context] = request;
         return r;
       },
@@ -107,11 +107,11 @@ void OfiChannel::StartReceive(uint64_t tag, void* data, size_t capacity, bool up
     return;
   }
   endpoint_->Start(
-      address_,
-      [this, tag, data, capacity, up_to, request](void* context) {
+      address_, {data, capacity, FI_RECV},
+      [this, tag, data, capacity, up_to, request](void* context, void* descriptor) {
         receives_[context] = Receive{tag, capacity, up_to, request, absl::OkStatus()};
         const ssize_t r =
-            fi_trecv(endpoint_->ep(), data, capacity, nullptr, address_, tag, 0, context);
+            fi_trecv(endpoint_->ep(), data, capacity, descriptor, address_, tag, 0, context);
         if (r != 0) receives_.erase(context);
         return r;
       },
@@ -165,11 +165,11 @@ void OfiChannel::CancelReceivesBelow(uint64_t floor, const absl::Status& why) {
 void OfiChannel::Drain(uint64_t tag, uint64_t ignore, uint64_t generation) {
   if (generation != drain_generation_) return;
   endpoint_->Start(
-      address_,
-      [this, tag, ignore](void* context) {
+      address_, {drain_scratch_, sizeof(drain_scratch_), FI_RECV},
+      [this, tag, ignore](void* context, void* descriptor) {
         drains_.insert(context);
-        const ssize_t r = fi_trecv(endpoint_->ep(), drain_scratch_, sizeof(drain_scratch_), nullptr,
-                                   address_, tag, ignore, context);
+        const ssize_t r = fi_trecv(endpoint_->ep(), drain_scratch_, sizeof(drain_scratch_),
+                                   descriptor, address_, tag, ignore, context);
         if (r != 0) drains_.erase(context);
         return r;
       },
@@ -212,9 +212,9 @@ void OfiChannel::SendControl(ControlMessage type, const std::vector<uint8_t>& pa
     std::memcpy(message->data() + sizeof(header), payload.data(), payload.size());
   }
   endpoint_->Start(
-      address_,
-      [this, message](void* context) {
-        return fi_send(endpoint_->ep(), message->data(), message->size(), nullptr, address_,
+      address_, {message->data(), message->size(), FI_SEND},
+      [this, message](void* context, void* descriptor) {
+        return fi_send(endpoint_->ep(), message->data(), message->size(), descriptor, address_,
                        context);
       },
       // The buffer lives until here.

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "core/log.h"
 
 namespace hmc {
 namespace {
@@ -61,9 +62,11 @@ absl::Status OfiEndpoint::Init(const OfiResources& resources) {
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_TAGGED | FI_MSG | FI_DIRECTED_RECV;
   hints->mode = FI_CONTEXT | FI_CONTEXT2;
-  // Registration is asked for only where the provider needs it: hmc sends from and receives
-  // into memory it does not register (none of the modes that demand it are offered).
-  hints->domain_attr->mr_mode = 0;
+  // The registration modes hmc can meet: it registers the buffers of its operations where the
+  // provider needs that (FI_MR_LOCAL), bound to the endpoint where asked (FI_MR_ENDPOINT); the
+  // rest concern remote access, which hmc does not use.
+  hints->domain_attr->mr_mode =
+      FI_MR_LOCAL | FI_MR_ENDPOINT | FI_MR_ALLOCATED | FI_MR_PROV_KEY | FI_MR_VIRT_ADDR;
   hints->domain_attr->threading = FI_THREAD_SAFE;
   hints->fabric_attr->prov_name = strdup(resources.provider.c_str());
   const int got =
@@ -76,6 +79,10 @@ absl::Status OfiEndpoint::Init(const OfiResources& resources) {
                  "libfabric: no provider '%s'%s with tagged reliable datagrams", resources.provider,
                  resources.source.empty() ? "" : absl::StrFormat(" at '%s'", resources.source)));
   }
+  const int modes = info_->domain_attr->mr_mode;
+  register_memory_ = (modes & FI_MR_LOCAL) != 0 || resources.register_always;
+  bind_memory_ = (modes & FI_MR_ENDPOINT) != 0;
+  provider_keys_ = (modes & FI_MR_PROV_KEY) != 0;
   if (int r = fi_fabric(info_->fabric_attr, &fabric_, nullptr); r != 0) {
     return OfiError(r, "libfabric: fi_fabric");
   }
@@ -130,9 +137,10 @@ OfiEndpoint::~OfiEndpoint() {
 }
 
 std::string OfiEndpoint::Describe() const {
-  return info_ == nullptr
-             ? "libfabric"
-             : absl::StrFormat("%s on %s", info_->fabric_attr->prov_name, info_->domain_attr->name);
+  return info_ == nullptr ? "libfabric"
+                          : absl::StrFormat("%s on %s%s", info_->fabric_attr->prov_name,
+                                            info_->domain_attr->name,
+                                            register_memory_ ? ", registered buffers" : "");
 }
 
 absl::StatusOr<fi_addr_t> OfiEndpoint::Insert(const std::string& name) {
@@ -143,17 +151,41 @@ absl::StatusOr<fi_addr_t> OfiEndpoint::Insert(const std::string& name) {
   return address;
 }
 
-void OfiEndpoint::Start(fi_addr_t peer, std::function<ssize_t(void* context)> start, OfiDone done) {
+int OfiEndpoint::Register(const OfiBuffer& buffer, std::unique_ptr<OfiRegistration>& memory) {
+  if (!register_memory_ || buffer.bytes == 0 || ep_ == nullptr) return 0;
+  fid_mr* mr = nullptr;
+  // The key matters only for remote access; without provider keys it must be unique.
+  const uint64_t key = provider_keys_ ? 0 : next_key_++;
+  int r = fi_mr_reg(domain_, buffer.data, buffer.bytes, buffer.access, 0, key, 0, &mr, nullptr);
+  if (r == 0) {
+    memory = std::make_unique<OfiRegistration>(mr);
+    if (bind_memory_ && (r = fi_mr_bind(mr, &ep_->fid, 0)) == 0) r = fi_mr_enable(mr);
+  }
+  if (r != 0) {
+    memory.reset();
+    Logf("ofi", "registering %d bytes at %p failed: %s", buffer.bytes, buffer.data,
+         fi_strerror(-r));
+  }
+  return -r;
+}
+
+void OfiEndpoint::Start(fi_addr_t peer, const OfiBuffer& buffer, OfiStart start, OfiDone done) {
+  std::unique_ptr<OfiRegistration> memory;
+  if (const int error = Register(buffer, memory); error != 0) {
+    done(nullptr, error, 0, 0);
+    return;
+  }
+  Deferred op{std::move(start), std::move(done), std::move(memory)};
   // Behind an operation the provider refused for now, so that a peer's operations post in the
   // order they were started: two sends (or receives) of one tag must not swap.
   auto held = deferred_.find(peer);
   if (held != deferred_.end()) {
-    held->second.ops.push_back({std::move(start), std::move(done)});
+    held->second.ops.push_back(std::move(op));
     return;
   }
-  if (!TryStart(start, done)) {
+  if (!TryStart(op)) {
     HeldBack& fresh = deferred_[peer];
-    fresh.ops.push_back({std::move(start), std::move(done)});
+    fresh.ops.push_back(std::move(op));
     fresh.since = absl::Now();
     if (!retry_due_) {
       retry_due_ = true;
@@ -178,22 +210,24 @@ void OfiEndpoint::AbandonHeldBack(fi_addr_t peer) {
   }
 }
 
-bool OfiEndpoint::TryStart(std::function<ssize_t(void* context)>& start, OfiDone& done) {
+bool OfiEndpoint::TryStart(Deferred& deferred) {
   auto* op = new OfiOp{};
   live_.insert(op);
   if (ep_ == nullptr) {  // Closed: what starts now ends at once.
-    op->done = std::move(done);
+    op->done = std::move(deferred.done);
     Finish(op, FI_ECANCELED, 0, 0);
     return true;
   }
-  const ssize_t r = start(&op->context);
+  const ssize_t r = deferred.start(
+      &op->context, deferred.memory != nullptr ? deferred.memory->descriptor() : nullptr);
   if (r == -FI_EAGAIN) {
     // The provider's queues are full: try again once progress has drained some of them.
     live_.erase(op);
     delete op;
     return false;
   }
-  op->done = std::move(done);
+  op->done = std::move(deferred.done);
+  op->memory = std::move(deferred.memory);
   if (r != 0) Finish(op, static_cast<int>(-r), 0, 0);
   return true;
 }
@@ -204,7 +238,7 @@ void OfiEndpoint::StartDeferred() {
   for (auto held = deferred_.begin(); held != deferred_.end();) {
     std::deque<Deferred>& queue = held->second.ops;
     const size_t before = queue.size();
-    while (!queue.empty() && TryStart(queue.front().start, queue.front().done)) queue.pop_front();
+    while (!queue.empty() && TryStart(queue.front())) queue.pop_front();
     if (queue.size() < before) {
       took_any = true;
       held->second.since = absl::Now();

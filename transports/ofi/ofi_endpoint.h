@@ -27,7 +27,36 @@ namespace hmc {
 struct OfiResources {
   std::string provider = "tcp;ofi_rxm";
   std::string source;
+  // Register every operation's buffer with the domain, also where the provider does not require
+  // it (FI_MR_LOCAL): what exercises the registration path on providers that work without it.
+  bool register_always = false;
 };
+
+// The memory an operation sends from or receives into, and what the provider may do with it
+// (FI_SEND or FI_RECV): registered for the operation's lifetime where that is needed.
+struct OfiBuffer {
+  const void* data = nullptr;
+  size_t bytes = 0;
+  uint64_t access = 0;
+};
+
+// A buffer's registration with a domain (fi_mr_reg), closed when destroyed.
+class OfiRegistration {
+ public:
+  explicit OfiRegistration(fid_mr* mr) : mr_(mr) {}
+  ~OfiRegistration() { fi_close(&mr_->fid); }
+  OfiRegistration(const OfiRegistration&) = delete;
+  OfiRegistration& operator=(const OfiRegistration&) = delete;
+  // What the data-transfer calls take as the buffer's descriptor.
+  void* descriptor() const { return fi_mr_desc(mr_); }
+
+ private:
+  fid_mr* const mr_;
+};
+
+// What starts an operation: gets the op's context and its buffer's descriptor (null where the
+// buffer is not registered) and returns what the libfabric call returned.
+using OfiStart = std::function<ssize_t(void* context, void* descriptor)>;
 
 // What ends an operation, on the progress thread: its context (as Start gave it), 0 or a positive
 // errno, the length moved, and for a receive the length the sender sent (the remote CQ data
@@ -38,6 +67,7 @@ using OfiDone = std::function<void(void* context, int error, size_t length, size
 struct OfiOp {
   fi_context2 context;  // First: the provider's scratch (FI_CONTEXT2), and the op's identity.
   OfiDone done;
+  std::unique_ptr<OfiRegistration> memory;  // Until the provider is done with the buffer.
 };
 
 // A reliable-datagram endpoint (FI_EP_RDM) with tagged and untagged messages, its completion
@@ -55,18 +85,20 @@ class OfiEndpoint {
   fid_ep* ep() const { return ep_; }
   // The endpoint's name (opaque bytes) that peers insert into their address vectors.
   const std::string& name() const { return name_; }
-  // "tcp;ofi_rxm on lo".
+  // "tcp;ofi_rxm on lo", and ", registered buffers" where operations register theirs.
   std::string Describe() const;
   ProgressThread& thread() { return thread_; }
 
   // The rest runs on the progress thread.
   absl::StatusOr<fi_addr_t> Insert(const std::string& name);
-  // Starts an operation with `peer` (FI_ADDR_UNSPEC: with any peer): `start` gets the op's
-  // context and returns what the libfabric call returned; -FI_EAGAIN retries after progress. An
-  // error ends the op with its errno. A peer's operations post in the order they are started
-  // (one refused for now holds back that peer's later ones, and no other peer's: a peer whose
-  // connection is dying, which rxm refuses until it gives up on it, must not stall the others).
-  void Start(fi_addr_t peer, std::function<ssize_t(void* context)> start, OfiDone done);
+  // Starts an operation with `peer` (FI_ADDR_UNSPEC: with any peer) on `buffer`, registered first
+  // where the provider requires it (FI_MR_LOCAL, as verbs and EFA do) or the resources ask: `start`
+  // returns what the libfabric call returned; -FI_EAGAIN retries after progress. An error, the
+  // registration's too, ends the op with its errno. A peer's operations post in the order they are
+  // started (one refused for now holds back that peer's later ones, and no other peer's: a peer
+  // whose connection is dying, which rxm refuses until it gives up on it, must not stall the
+  // others).
+  void Start(fi_addr_t peer, const OfiBuffer& buffer, OfiStart start, OfiDone done);
   // Ends the operations with `peer` that are held back, with ECANCELED: for a failed link, whose
   // peer may never take them.
   void AbandonHeldBack(fi_addr_t peer);
@@ -86,9 +118,18 @@ class OfiEndpoint {
   void Handle(const fi_cq_tagged_entry* entries, ssize_t n);
   void HandleError();
   void Finish(OfiOp* op, int error, size_t length, size_t sent);
-  // Posts one operation; false, leaving `start` and `done` to the caller, where the provider
-  // asked to try again later (FI_EAGAIN).
-  bool TryStart(std::function<ssize_t(void* context)>& start, OfiDone& done);
+  // Registers `buffer` with the domain into `memory` (left null where operations do not register
+  // their buffers, the buffer is empty or the endpoint closed); 0 or the positive errno of the
+  // failure.
+  int Register(const OfiBuffer& buffer, std::unique_ptr<OfiRegistration>& memory);
+  struct Deferred {
+    OfiStart start;
+    OfiDone done;
+    std::unique_ptr<OfiRegistration> memory;
+  };
+  // Posts one operation; false, leaving it to the caller, where the provider asked to try again
+  // later (FI_EAGAIN).
+  bool TryStart(Deferred& op);
   // Posts each peer's held-back operations, in order, until the provider refuses one again.
   void StartDeferred();
 
@@ -101,10 +142,10 @@ class OfiEndpoint {
   bool cq_waits_ = true;  // fi_cq_sread works; else the thread naps a millisecond.
   std::string name_;
   std::set<OfiOp*> live_;  // Progress thread only.
-  struct Deferred {
-    std::function<ssize_t(void* context)> start;
-    OfiDone done;
-  };
+  bool register_memory_ = false;
+  bool bind_memory_ = false;    // FI_MR_ENDPOINT: a registration is bound to the endpoint.
+  bool provider_keys_ = false;  // FI_MR_PROV_KEY; else hmc picks keys unique in the domain.
+  uint64_t next_key_ = 1;       // Progress thread only.
   struct HeldBack {
     std::deque<Deferred> ops;  // Oldest first.
     absl::Time since;          // When the provider last took one of them, or first refused them.

@@ -69,13 +69,15 @@ OfiTransport::~OfiTransport() {
 void OfiTransport::ReceiveControl(size_t slot) {
   std::vector<uint8_t>& buffer = control_buffers_[slot];
   endpoint_->Start(
-      FI_ADDR_UNSPEC,
-      [this, &buffer](void* context) {
-        return fi_recv(endpoint_->ep(), buffer.data(), buffer.size(), nullptr, FI_ADDR_UNSPEC,
+      FI_ADDR_UNSPEC, {buffer.data(), buffer.size(), FI_RECV},
+      [this, &buffer](void* context, void* descriptor) {
+        return fi_recv(endpoint_->ep(), buffer.data(), buffer.size(), descriptor, FI_ADDR_UNSPEC,
                        context);
       },
-      [this, slot](void*, int error, size_t length, size_t) {
-        if (error == FI_ECANCELED) return;  // The endpoint closes.
+      [this, slot](void* context, int error, size_t length, size_t) {
+        // The endpoint closes, or the buffer could not be registered (logged; posting it again
+        // would fail alike).
+        if (error == FI_ECANCELED || context == nullptr) return;
         const std::vector<uint8_t>& buffer = control_buffers_[slot];
         // A truncated or headless message is not hmc's: dropped.
         if (error == 0 && length >= sizeof(OfiControlHeader)) {

@@ -50,7 +50,7 @@ class OfiTransport final : public Transport {
   }
   // Says goodbye on every channel and waits (until the deadline) for the peers' goodbyes.
   void Shutdown(absl::Time deadline) override;
-  // "tcp;ofi_rxm on lo".
+  // "tcp;ofi_rxm on lo", and ", registered buffers" where operations register theirs.
   std::string Describe() const { return endpoint_->Describe(); }
 
  private:
