@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -58,7 +59,14 @@ std::string AutoCodec(double slowest_mbit, double encode_bytes_per_s) {
 // it would wait through (hundreds of KiB across an ocean) goes one-shot where the bandwidth model
 // makes that faster than the plan the later rules chose, whose time is the model's plus the
 // argument check's latency it waits for.
+// One-shot sends the vectors as they are: where the plan encodes a class of link the group has
+// (a codec named, or chosen for slow links), it keeps the plan, whose bytes the codec cuts.
 void PreferOneShotWhereLatencyBound(const TunerInput& in, AllReducePlan& plan) {
+  const std::set<int> zones(in.zone_of.begin(), in.zone_of.end());
+  const bool has_inter = zones.size() > 1, has_intra = zones.size() < in.zone_of.size();
+  if ((has_inter && plan.codec_inter != "none") || (has_intra && plan.codec_intra != "none")) {
+    return;
+  }
   const std::optional<double> one_shot =
       ModelledAllReduceSeconds("one_shot", in.bytes, in.zone_of, plan.shares, *in.links);
   const std::optional<double> chosen =
@@ -157,16 +165,16 @@ absl::StatusOr<AllReducePlan> ChoosePlan(const TunerInput& in) {
     plan.shares = *weights;
   }
 
-  if (Auto(in.algo) && measured && in.bytes >= in.small_message_bytes) {
-    PreferOneShotWhereLatencyBound(in, plan);
-  }
-
   const double inter = measured ? in.links->SlowestRate(in.zone_of, /*across_zones=*/true) : 0;
   const double intra = measured ? in.links->SlowestRate(in.zone_of, /*across_zones=*/false) : 0;
   plan.codec_inter =
       Auto(in.codec_inter) ? AutoCodec(inter, in.codec_encode_bytes_per_s) : in.codec_inter;
   plan.codec_intra =
       Auto(in.codec_intra) ? AutoCodec(intra, in.codec_encode_bytes_per_s) : in.codec_intra;
+
+  if (Auto(in.algo) && measured && in.bytes >= in.small_message_bytes) {
+    PreferOneShotWhereLatencyBound(in, plan);
+  }
 
   const size_t per_rank = in.bytes / std::max<size_t>(1, n);
   plan.chunk_bytes = std::min(in.chunk_bytes, std::max(kMinChunkBytes, per_rank / 4));

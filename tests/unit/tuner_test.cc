@@ -155,6 +155,14 @@ TEST(Tuner, AVectorOfHundredsOfKiBGoesOneShotOnlyWhereRoundTripsDominate) {
   in.bytes = 2 << 20;
   EXPECT_EQ(ChoosePlan(in)->algorithm, "hierarchical");
   in.bytes = 400 << 10;
+  // A codec on the links between zones: the plan that encodes them stays, one-shot would send
+  // the vectors as they are. Inside zones only, where all four ranks share one, it is no matter.
+  in.codec_inter = "int8";
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "hierarchical");
+  in.zone_of = {0, 1, 2, 3};
+  in.codec_inter = "none";
+  in.codec_intra = "int8";
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "one_shot");
   in.algo = "ring";
   EXPECT_EQ(ChoosePlan(in)->algorithm, "ring");
 }
