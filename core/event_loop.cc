@@ -8,6 +8,28 @@ namespace {
 
 constexpr int kEventsPerWait = 128;
 
+// The loop whose work this thread runs now, if any: work it runs posts instead of running more
+// of the loop's work inside itself.
+thread_local const EventLoop* t_running = nullptr;
+
+// Holds the loop's turn for this thread: `turn` is locked, and released here.
+class TurnHeld {
+ public:
+  TurnHeld(Mutex& turn, const EventLoop* loop) : turn_(turn), outer_(t_running) {
+    t_running = loop;
+  }
+  ~TurnHeld() {
+    t_running = outer_;
+    turn_.Unlock();
+  }
+  TurnHeld(const TurnHeld&) = delete;
+  TurnHeld& operator=(const TurnHeld&) = delete;
+
+ private:
+  Mutex& turn_;
+  const EventLoop* const outer_;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EventLoop>> EventLoop::Create() {
@@ -51,6 +73,29 @@ void EventLoop::Post(std::function<void()> work) {
   if (first) Wake();
 }
 
+void EventLoop::RunHereOrPost(std::function<void()> work) {
+  if (t_running != this && turn_.TryLock()) {
+    TurnHeld held(turn_, this);
+    bool idle = false;
+    {
+      MutexLock lock(&mu_);
+      // Posted work runs first (it was posted before this), and after Stop nothing runs.
+      idle = !stopping_ && posted_.empty();
+    }
+    if (idle) {
+      work();
+      return;
+    }
+  }
+  Post(std::move(work));
+}
+
+void EventLoop::RunExclusively(absl::FunctionRef<void()> work) {
+  turn_.Lock();
+  TurnHeld held(turn_, this);
+  work();
+}
+
 void EventLoop::Stop() {
   {
     MutexLock lock(&mu_);
@@ -66,13 +111,16 @@ void EventLoop::Wake() {
 }
 
 bool EventLoop::RunOnce(int timeout_ms,
-                        absl::FunctionRef<void(epoll_data_t data, uint32_t events)> on_event) {
+                        absl::FunctionRef<void(epoll_data_t data, uint32_t events)> on_event,
+                        absl::FunctionRef<void()> after) {
   {
     MutexLock lock(&mu_);
     if (stopping_) return false;
   }
   epoll_event events[kEventsPerWait];
   const int n = epoll_wait(epoll_.get(), events, kEventsPerWait, timeout_ms);
+  turn_.Lock();
+  TurnHeld held(turn_, this);
   for (int i = 0; i < n; ++i) {
     if (events[i].data.ptr == &wake_) {
       uint64_t value;
@@ -88,6 +136,7 @@ bool EventLoop::RunOnce(int timeout_ms,
     work.swap(posted_);
   }
   for (std::function<void()>& w : work) w();
+  after();
   return true;
 }
 

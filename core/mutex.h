@@ -26,6 +26,11 @@ class ABSL_LOCKABLE Mutex {
     Releasing();
     mu_.Unlock();
   }
+  bool TryLock() ABSL_EXCLUSIVE_TRYLOCK_FUNCTION(true) {
+    if (!mu_.TryLock()) return false;
+    Acquired();
+    return true;
+  }
   // Waits, with the lock held, until `condition` is true.
   void Await(const absl::Condition& condition) ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
     AwaitWithDeadline(condition, absl::InfiniteFuture());

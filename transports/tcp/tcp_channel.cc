@@ -56,7 +56,7 @@ absl::Status TcpChannel::Error(absl::string_view what) const {
 
 RequestPtr TcpChannel::Send(uint64_t tag, const void* data, size_t bytes) {
   auto request = std::make_shared<Request>();
-  loop_->Post([self = shared_from_this(), tag, data, bytes, request] {
+  loop_->RunHereOrPost([self = shared_from_this(), tag, data, bytes, request] {
     self->DoSend(tag, static_cast<const uint8_t*>(data), bytes, request);
   });
   return request;
@@ -72,7 +72,7 @@ RequestPtr TcpChannel::RecvUpTo(uint64_t tag, void* data, size_t capacity) {
 
 RequestPtr TcpChannel::PostRecv(uint64_t tag, void* data, size_t bytes, bool up_to) {
   auto request = std::make_shared<Request>();
-  loop_->Post([self = shared_from_this(), tag, data, bytes, up_to, request] {
+  loop_->RunHereOrPost([self = shared_from_this(), tag, data, bytes, up_to, request] {
     self->DoRecv(tag, static_cast<uint8_t*>(data), bytes, up_to, request);
   });
   return request;

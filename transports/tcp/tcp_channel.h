@@ -59,8 +59,11 @@ struct StreamProtection {
 };
 
 // One peer's link: `streams` TCP connections, with large messages striped across them. The
-// public methods post work to the transport's progress thread, which alone touches the sockets
-// and the matching state; so nothing here blocks, and nothing needs a lock but the status.
+// public methods post work to the transport's progress thread; a send or receive made while that
+// thread is idle runs on the caller's thread instead, holding the loop's turn
+// (EventLoop::RunHereOrPost). So one thread at a time touches the sockets and the matching state
+// (below, "progress thread" means whichever holds the turn), nothing here blocks, and nothing
+// needs a lock but the status.
 class TcpChannel final : public Channel,
                          public ParallelStreams,
                          public std::enable_shared_from_this<TcpChannel> {

@@ -23,6 +23,9 @@ class TcpLoop {
   virtual ~TcpLoop() = default;
   // Runs `work` on the progress thread (from any thread).
   virtual void Post(std::function<void()> work) = 0;
+  // Runs `work` on the calling thread where the progress thread is idle and nothing posted waits
+  // (EventLoop::RunHereOrPost), else posts it: what a channel's sends and receives take.
+  virtual void RunHereOrPost(std::function<void()> work) = 0;
   virtual void Watch(int fd, Target* target, uint32_t events) = 0;
   virtual void Modify(int fd, Target* target, uint32_t events) = 0;
   virtual void Unwatch(int fd) = 0;

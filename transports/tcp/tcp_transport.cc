@@ -98,16 +98,24 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
 }
 
 TcpTransport::~TcpTransport() {
-  if (loop_ != nullptr) loop_->Stop();  // Null where Create failed before making it.
+  if (loop_ == nullptr) return;  // Create failed before making it.
+  loop_->Stop();
   if (thread_.joinable()) thread_.join();
-  stopped_ = true;
-  if (shutdown_request_ != nullptr) shutdown_request_->Complete(absl::OkStatus());
-  for (auto& channel : channels_) {
-    if (channel != nullptr) channel->Fail(absl::CancelledError("transport shut down"), false);
-  }
+  // A caller that ran a send or receive here may still be in it.
+  loop_->RunExclusively([this] {
+    stopped_ = true;
+    if (shutdown_request_ != nullptr) shutdown_request_->Complete(absl::OkStatus());
+    for (auto& channel : channels_) {
+      if (channel != nullptr) channel->Fail(absl::CancelledError("transport shut down"), false);
+    }
+  });
 }
 
 void TcpTransport::Post(std::function<void()> work) { loop_->Post(std::move(work)); }
+
+void TcpTransport::RunHereOrPost(std::function<void()> work) {
+  loop_->RunHereOrPost(std::move(work));
+}
 
 void TcpTransport::Watch(int fd, Target* target, uint32_t events) {
   loop_->Watch(fd, epoll_data_t{.ptr = target}, events);
@@ -141,6 +149,12 @@ void TcpTransport::ReleaseUnexpected(uint64_t bytes) {
 }
 
 void TcpTransport::OnChannelFailed(int rank, const absl::Status& why) {
+  if (std::this_thread::get_id() != thread_.get_id() && !stopped_) {
+    // A caller's send or receive, run on its thread (RunHereOrPost), found the link failed: the
+    // callback, which may take the caller's own locks, runs on the progress thread.
+    Post([this, rank, why] { OnChannelFailed(rank, why); });
+    return;
+  }
   Logf("tcp", "rank %d: link to %s failed: %s", rank_, channels_[rank]->peer_description(),
        why.message());
   FailureCallback callback;
@@ -161,7 +175,8 @@ std::vector<std::string> TcpTransport::rejections() const { return rejections_.r
 void TcpTransport::Run() {
   BindThisThread(ThreadRole::kProgress);
   while (loop_->RunOnce(
-      shutdown_request_ != nullptr ? 5 : 100, [this](epoll_data_t data, uint32_t events) {
+      shutdown_request_ != nullptr ? 5 : 100,
+      [this](epoll_data_t data, uint32_t events) {
         auto* target = static_cast<Target*>(data.ptr);
         if (target->channel != nullptr) {
           target->channel->OnEvent(target->stream, events);
@@ -172,10 +187,12 @@ void TcpTransport::Run() {
         } else if (auto it = handshakes_.find(target->stream); it != handshakes_.end()) {
           OnHandshakeReadable(*it->second);
         }
+      },
+      [this] {
+        retired_handshakes_.clear();
+        CheckHandshakeDeadlines();
+        CheckShutdown();
       })) {
-    retired_handshakes_.clear();
-    CheckHandshakeDeadlines();
-    CheckShutdown();
   }
 }
 

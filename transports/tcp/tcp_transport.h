@@ -115,6 +115,7 @@ class TcpTransport final : public Transport, private TcpLoop {
 
   // TcpLoop.
   void Post(std::function<void()> work) override;
+  void RunHereOrPost(std::function<void()> work) override;
   void Watch(int fd, Target* target, uint32_t events) override;
   void Modify(int fd, Target* target, uint32_t events) override;
   void Unwatch(int fd) override;
