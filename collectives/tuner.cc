@@ -58,9 +58,8 @@ std::string AutoCodec(double slowest_mbit, double encode_bytes_per_s) {
 // Rule 2, its second half: a vector too long for the first half yet short against the round trips
 // it would wait through (hundreds of KiB across an ocean) goes one-shot where the bandwidth model
 // makes that faster than the plan the later rules chose, whose time is the model's plus the
-// argument check's latency it waits for.
-// One-shot sends the vectors as they are: where the plan encodes a class of link the group has
-// (a codec named, or chosen for slow links), it keeps the plan, whose bytes the codec cuts.
+// argument check's latency it waits for. One-shot sends the vectors as they are, so where the plan
+// encodes a class of link the group has (a codec named, or chosen for slow links), the plan stays.
 void PreferOneShotWhereLatencyBound(const TunerInput& in, AllReducePlan& plan) {
   const std::set<int> zones(in.zone_of.begin(), in.zone_of.end());
   const bool has_inter = zones.size() > 1, has_intra = zones.size() < in.zone_of.size();

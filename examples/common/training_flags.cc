@@ -20,9 +20,12 @@ ABSL_FLAG(std::string, sync, "ddp",
           "hook), collab (collaborative optimizer), diloco (--inner_steps local steps, then an "
           "outer step on the averaged pseudo-gradient) or local (no averaging: a baseline).");
 // The DiLoCo flags' defaults are each example's (DiLoCoDefaults): --help shows them as "currently".
-ABSL_FLAG(int, inner_steps, 50, "diloco: local optimizer steps between two syncs (H).");
-ABSL_FLAG(double, outer_lr, 0.7, "diloco: the outer SGD's learning rate.");
-ABSL_FLAG(double, outer_momentum, 0.9, "diloco: the outer SGD's Nesterov momentum.");
+ABSL_FLAG(int, inner_steps, hmc::examples::DiLoCoDefaults{}.inner_steps,
+          "diloco: local optimizer steps between two syncs (H).");
+ABSL_FLAG(double, outer_lr, hmc::examples::DiLoCoDefaults{}.outer_lr,
+          "diloco: the outer SGD's learning rate.");
+ABSL_FLAG(double, outer_momentum, hmc::examples::DiLoCoDefaults{}.outer_momentum,
+          "diloco: the outer SGD's Nesterov momentum.");
 ABSL_FLAG(int, fragments, 1,
           "diloco: sync the model in this many fragments at staggered steps, each overlapping "
           "the next local step (streaming DiLoCo); 1: all at once.");

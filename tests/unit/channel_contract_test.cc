@@ -138,6 +138,17 @@ TEST_P(ChannelContract, MessagesOfEverySizeArriveIntactInAnyPostingOrder) {
   EXPECT_EQ(links.channels[1][0]->stats().bytes_received, total);
   EXPECT_EQ(links.channels[0][1]->stats().messages_sent, 6u);
   EXPECT_EQ(links.channels[1][0]->stats().messages_received, 6u);
+#ifdef HMC_HAVE_OFI
+  if (GetParam().ofi) {
+    // Registered: at least each non-empty message's send and receive; otherwise none.
+    const auto& ofi = dynamic_cast<const OfiTransport&>(*links.transports[0]);
+    if (GetParam().ofi_register) {
+      EXPECT_GE(ofi.registrations(), 10u);
+    } else {
+      EXPECT_EQ(ofi.registrations(), 0u);
+    }
+  }
+#endif
 }
 
 // A receive of any capacity takes a shorter message, reports its length, and counts that length

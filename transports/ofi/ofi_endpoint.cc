@@ -161,11 +161,12 @@ int OfiEndpoint::Register(const OfiBuffer& buffer, std::unique_ptr<OfiRegistrati
     memory = std::make_unique<OfiRegistration>(mr);
     if (bind_memory_ && (r = fi_mr_bind(mr, &ep_->fid, 0)) == 0) r = fi_mr_enable(mr);
   }
-  if (r != 0) {
-    memory.reset();
-    Logf("ofi", "registering %d bytes at %p failed: %s", buffer.bytes, buffer.data,
-         fi_strerror(-r));
+  if (r == 0) {
+    registrations_.fetch_add(1, std::memory_order_relaxed);
+    return 0;
   }
+  memory.reset();
+  Logf("ofi", "registering %d bytes at %p failed: %s", buffer.bytes, buffer.data, fi_strerror(-r));
   return -r;
 }
 

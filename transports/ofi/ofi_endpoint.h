@@ -8,6 +8,7 @@
 #include <rdma/fi_eq.h>
 #include <rdma/fi_tagged.h>
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -87,6 +88,8 @@ class OfiEndpoint {
   const std::string& name() const { return name_; }
   // "tcp;ofi_rxm on lo", and ", registered buffers" where operations register theirs.
   std::string Describe() const;
+  // Buffers registered so far (any thread).
+  uint64_t registrations() const { return registrations_.load(std::memory_order_relaxed); }
   ProgressThread& thread() { return thread_; }
 
   // The rest runs on the progress thread.
@@ -146,6 +149,7 @@ class OfiEndpoint {
   bool bind_memory_ = false;    // FI_MR_ENDPOINT: a registration is bound to the endpoint.
   bool provider_keys_ = false;  // FI_MR_PROV_KEY; else hmc picks keys unique in the domain.
   uint64_t next_key_ = 1;       // Progress thread only.
+  std::atomic<uint64_t> registrations_{0};
   struct HeldBack {
     std::deque<Deferred> ops;  // Oldest first.
     absl::Time since;          // When the provider last took one of them, or first refused them.

@@ -52,6 +52,7 @@ class OfiTransport final : public Transport {
   void Shutdown(absl::Time deadline) override;
   // "tcp;ofi_rxm on lo", and ", registered buffers" where operations register theirs.
   std::string Describe() const { return endpoint_->Describe(); }
+  uint64_t registrations() const { return endpoint_->registrations(); }
 
  private:
   explicit OfiTransport(const OfiTransportConfig& config) : config_(config) {}
