@@ -58,16 +58,28 @@ TEST(StreamClimber, ANoisyFlatLinkNeverClimbs) {
   EXPECT_LE(streams, 8);
 }
 
+// US+EU's shape: a policer caps each flow at 21 Mbit/s, the path carries 620. From the probe's 11
+// the climb's first request is every connection, and it stays there: 21 carry a third less.
+double TransatlanticPolicers(int streams) { return std::min(21.0 * streams, 620.0); }
+
+TEST(StreamClimber, TriesEveryConnectionFirstAndKeepsThemWhereEachFlowIsCapped) {
+  StreamClimber climber(32);
+  climber.Observe(11, TransatlanticPolicers(11));
+  ASSERT_EQ(climber.Observe(11, TransatlanticPolicers(11)), 32);
+  EXPECT_EQ(Climb(climber, 32, TransatlanticPolicers, 40), 32);
+}
+
 TEST(StreamClimber, IgnoresSamplesSentBeforeTheSenderHeardTheRequest) {
   StreamClimber climber(32);
   int asked = climber.Observe(4, 40);
-  asked = climber.Observe(4, 40);  // The baseline is taken; it asks for more.
-  ASSERT_EQ(asked, 6);
-  // A sample still over 4 streams must not count as the trial of 6.
-  EXPECT_EQ(climber.Observe(4, 1000), 6);
-  EXPECT_EQ(climber.Observe(6, 1), 6);  // The first over 6 is dropped: its new streams start cold.
-  EXPECT_EQ(climber.Observe(6, 60), 6);
-  EXPECT_EQ(climber.Observe(6, 60), 9);  // 60 > 40 · kGain: it moves up and tries 9.
+  asked = climber.Observe(4, 40);  // The baseline is taken; it asks for every connection.
+  ASSERT_EQ(asked, 32);
+  // A sample still over 4 streams must not count as the trial of 32.
+  EXPECT_EQ(climber.Observe(4, 1000), 32);
+  EXPECT_EQ(climber.Observe(32, 1),
+            32);  // The first over 32 is dropped: its new streams start cold.
+  EXPECT_EQ(climber.Observe(32, 60), 32);
+  EXPECT_EQ(climber.Observe(32, 60), 21);  // 60 > 40 · kGain: it moves to 32 and tries 21.
 }
 
 // A sender may have many messages queued over the old count when a request arrives: however many
@@ -75,12 +87,17 @@ TEST(StreamClimber, IgnoresSamplesSentBeforeTheSenderHeardTheRequest) {
 TEST(StreamClimber, ALongTailOfTheOldCountDoesNotRestartTheClimb) {
   StreamClimber climber(32);
   climber.Observe(10, 100);
-  ASSERT_EQ(climber.Observe(10, 100), 15);
-  for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(10, 100), 15);
-  climber.Observe(15, 0);  // Dropped: cold streams.
+  ASSERT_EQ(climber.Observe(10, 100), 32);
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(10, 100), 32);
+  climber.Observe(32, 0);  // Dropped: cold streams.
+  climber.Observe(32, 100);
+  ASSERT_EQ(climber.Observe(32, 100), 15);  // No gain at the top: it climbs from 10.
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(10, 100), 15);  // 10: where it stands.
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(32, 100), 15);  // 32: asked before.
+  climber.Observe(15, 0);
   climber.Observe(15, 150);
   ASSERT_EQ(climber.Observe(15, 150), 23);  // Moved to 15; 23 under test.
-  for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(15, 150), 23);  // 15: where it stands.
+  for (int i = 0; i < 10; ++i) ASSERT_EQ(climber.Observe(15, 150), 23);
   climber.Observe(23, 0);
   climber.Observe(23, 150);
   ASSERT_EQ(climber.Observe(23, 150), 15);  // No gain at 23: it settles on 15.
@@ -90,13 +107,15 @@ TEST(StreamClimber, ALongTailOfTheOldCountDoesNotRestartTheClimb) {
 TEST(StreamClimber, StartsAgainFromACountTheSenderChoseItself) {
   StreamClimber climber(32);
   climber.Observe(4, 40);
-  ASSERT_EQ(climber.Observe(4, 40), 6);
+  ASSERT_EQ(climber.Observe(4, 40), 32);
   // The sender keeps sending over 12 (a new probe's choice): after a few samples the climb
-  // starts from 12.
-  int asked = 6;
+  // starts from 12, and tries the top from there.
+  int asked = 0;
   for (int i = 0; i < StreamClimber::kForeignSamples + 1; ++i) asked = climber.Observe(12, 120);
-  EXPECT_NE(asked, 6);
-  EXPECT_GE(asked, 12);
+  ASSERT_EQ(asked, 32);
+  climber.Observe(32, 0);
+  climber.Observe(32, 120);
+  EXPECT_EQ(climber.Observe(32, 120), 18);  // No gain at the top: one step up from 12.
 }
 
 TEST(StreamClimber, ARateThatFallsWhileSettledStartsANewClimb) {
@@ -180,7 +199,7 @@ TEST(StreamAdapter, AsksTheSenderOnlyWhenAClassWantsAnotherCount) {
   std::optional<StreamAdapter::Request> asked;
   int requests = 0;
   // 2 MiB messages over 4 streams, back to back, 10 ms each: the first opens the run, then a
-  // baseline of two samples and a request for 6.
+  // baseline of two samples and a request for every connection.
   for (int i = 0; i < 2 * ArrivalSampler::kMessagesPerSample + 1; ++i) {
     asked = adapter.Arrived(t0 + absl::Milliseconds(10 * i), t0 + absl::Milliseconds(10 * i + 11),
                             2 << 20, 4, absl::ZeroDuration());
@@ -189,7 +208,7 @@ TEST(StreamAdapter, AsksTheSenderOnlyWhenAClassWantsAnotherCount) {
   ASSERT_TRUE(asked.has_value());
   EXPECT_EQ(requests, 1);
   EXPECT_EQ(asked->size_class, 1);
-  EXPECT_EQ(asked->streams, 6);
+  EXPECT_EQ(asked->streams, 32);
   // Messages below the adapted sizes never ask.
   for (int i = 0; i < 40; ++i) {
     EXPECT_FALSE(adapter.Arrived(t0, t0 + absl::Milliseconds(1), 64 << 10, 4, absl::ZeroDuration())

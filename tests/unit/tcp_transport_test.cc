@@ -227,7 +227,8 @@ TEST(TcpTransport, PacingRateIsSharedByTheStreamsAndLifted) {
 // The receiver's stream adapter asks the sender for another count for the size class it timed,
 // and the sender spreads later messages of that class (only) over it. The messages go out together,
 // so that each arrives behind another (the adapter times only a link with a backlog); after a
-// baseline of two samples over one stream the climb always tries two, whatever the rates.
+// baseline of two samples over one stream the climb always tries every connection (4), whatever
+// the rates.
 TEST(TcpTransport, AReceiverThatAdaptsStreamsChangesWhatTheSenderUsesForThatSize) {
   Mesh mesh = Connect(2, 4, /*local=*/false, "127.0.0.1:0",
                       [](int r, TcpTransportConfig& c) { c.limits.adapt_streams = r == 1; });
@@ -256,7 +257,7 @@ TEST(TcpTransport, AReceiverThatAdaptsStreamsChangesWhatTheSenderUsesForThatSize
       absl::SleepFor(absl::Milliseconds(10));
     }
   }
-  EXPECT_EQ(sender_streams.streams_for(kBytes), 2);
+  EXPECT_EQ(sender_streams.streams_for(kBytes), 4);
   EXPECT_EQ(sender_streams.streams_for(4 * kBytes), 1);  // Another class: not timed, not changed.
   EXPECT_EQ(sender_streams.streams_for(64 << 10), 1);    // Below the adapted sizes.
   // The rank that does not adapt never asks.

@@ -29,7 +29,7 @@ int SizeClassOf(uint64_t bytes) {
 void StreamClimber::Try(Phase phase, int streams) {
   phase_ = phase;
   if (streams != wanted_) asked_before_ = wanted_;
-  to_skip_ = phase == Phase::kUp ? 1 : 0;
+  to_skip_ = phase == Phase::kUp || phase == Phase::kTop ? 1 : 0;
   wanted_ = streams;
   taken_ = 0;
 }
@@ -48,6 +48,7 @@ int StreamClimber::Observe(int streams, double rate) {
       return wanted_;  // Sent before the request.
     if (++foreign_ < kForeignSamples) return wanted_;
     current_ = std::clamp(streams, 1, max_streams_);
+    top_tried_ = false;
     Try(Phase::kBaseline, current_);
   }
   foreign_ = 0;
@@ -56,58 +57,82 @@ int StreamClimber::Observe(int streams, double rate) {
     return wanted_;
   }
   if (phase_ == Phase::kSettled) {
+    if (rate < best_ * kDrop) top_tried_ = false;  // The path changed: the top may pay again.
     if (rate < best_ * kDrop || ++taken_ >= kSettledSamples) Try(Phase::kBaseline, current_);
     return wanted_;
   }
   samples_[taken_++] = rate;
   if (taken_ < kTrialSamples) return wanted_;
-  const double trial = TrialRate();
-  auto settle = [&] { Try(Phase::kSettled, current_); };
-  auto go_down_or_settle = [&] {
-    if (current_ > 1) {
-      Try(Phase::kDown, Down(current_));
-    } else {
-      settle();
-    }
-  };
-  auto go_up_or = [&](const auto& otherwise) {
-    if (current_ < max_streams_) {
-      Try(Phase::kUp, Up(current_, max_streams_));
-    } else {
-      otherwise();
-    }
-  };
+  Judge(TrialRate());
+  return wanted_;
+}
+
+void StreamClimber::Settle() { Try(Phase::kSettled, current_); }
+
+void StreamClimber::DownOrSettle() {
+  if (current_ > 1) {
+    Try(Phase::kDown, Down(current_));
+  } else {
+    Settle();
+  }
+}
+
+void StreamClimber::UpOr(void (StreamClimber::*otherwise)()) {
+  if (current_ < max_streams_) {
+    Try(Phase::kUp, Up(current_, max_streams_));
+  } else {
+    (this->*otherwise)();
+  }
+}
+
+void StreamClimber::StandOnWanted(double trial) {
+  current_ = wanted_;
+  best_ = trial;
+  climbed_ = true;
+}
+
+void StreamClimber::Judge(double trial) {
   switch (phase_) {
     case Phase::kBaseline:
       best_ = trial;
       climbed_ = false;
-      go_up_or(go_down_or_settle);
+      if (!top_tried_ && current_ < max_streams_) {
+        top_tried_ = true;
+        Try(Phase::kTop, max_streams_);
+      } else {
+        UpOr(&StreamClimber::DownOrSettle);
+      }
+      break;
+    case Phase::kTop:
+      if (trial > best_ * kGain) {
+        StandOnWanted(trial);
+        DownOrSettle();  // Fewer of these streams, all warm now, are measured fairly.
+      } else {
+        UpOr(&StreamClimber::DownOrSettle);  // A peak between here and the top, or below here.
+      }
       break;
     case Phase::kUp:
       if (trial > best_ * kGain) {
-        current_ = wanted_;
-        best_ = trial;
-        climbed_ = true;
-        go_up_or(settle);
+        StandOnWanted(trial);
+        UpOr(&StreamClimber::Settle);
       } else if (climbed_) {
-        settle();  // The count below was measured slower on the way up.
+        Settle();  // The count below was measured slower on the way up.
       } else {
-        go_down_or_settle();
+        DownOrSettle();
       }
       break;
     case Phase::kDown:
       if (trial >= best_ * kHold) {
         current_ = wanted_;
         best_ = std::max(best_, trial);
-        go_down_or_settle();
+        DownOrSettle();
       } else {
-        settle();
+        Settle();
       }
       break;
     case Phase::kSettled:
       break;
   }
-  return wanted_;
 }
 
 std::optional<ArrivalSampler::Sample> ArrivalSampler::Add(absl::Time first_byte,

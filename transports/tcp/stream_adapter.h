@@ -20,15 +20,18 @@ inline constexpr int kSizeClasses = 4;  // 256 KiB-1 MiB, 1-4 MiB, 4-16 MiB, 16 
 int SizeClassOf(uint64_t bytes);
 
 // Finds a stream count for one class of messages on one link by trying counts and keeping what
-// the link's own transfers carry fastest (a hill climb). It starts at the count the sender used
-// (the creation probe's choice), then tries ×1.5 while the rate grows by kGain, then ÷1.5 while
-// the rate stays within kHold of the best seen (fewer streams: less burst into shallow queues,
-// less per-stream overhead), and settles. Settled, it tries again every kSettledSamples samples,
-// and at once when the rate falls below kDrop of the best (the path changed). The first sample of a
-// count above the current one is dropped: the streams it adds start cold (slow start from an
-// initial window), and timed at once they make every climb look useless (on US+EU at 64 MiB the
-// climb fell from 11 streams to 7 and back, again and again: perf/RESULTS.md, "Adaptive
-// streams").
+// the link's own transfers carry fastest. It starts at the count the sender used (the creation
+// probe's choice) and tries every connection first: where that gains kGain it comes down from the
+// top, ÷1.5 while the rate stays within kHold of the best seen (fewer streams: less burst into
+// shallow queues, less per-stream overhead); otherwise it climbs from the start, ×1.5 while the
+// rate grows by kGain, then comes down the same way, and settles. Settled, it tries again every
+// kSettledSamples samples (steps of 1.5 from where it stands), and at once, from the top again,
+// when the rate falls below kDrop of the best (the path changed). The first sample of a count
+// above the current one is dropped: the streams it adds start cold (slow start from an initial
+// window), and timed at once they make every climb look useless. Going down from the top is what
+// measures fairly: the streams kept are warm, where a step up is judged on cold ones. Climbing by
+// ×1.5 alone, on US+EU at 64 MiB the climb fell from 11 streams to 7 and back, again and again, or
+// stopped at 11–17 where 32 carried 1.5× more (perf/RESULTS.md, "Adaptive streams").
 class StreamClimber {
  public:
   static constexpr int kTrialSamples = 2;
@@ -48,8 +51,15 @@ class StreamClimber {
   int Observe(int streams, double rate);
 
  private:
-  enum class Phase { kBaseline, kUp, kDown, kSettled };
+  enum class Phase { kBaseline, kTop, kUp, kDown, kSettled };
   void Try(Phase phase, int streams);
+  // What a trial's rate (`trial`) means in the phase it was taken in: the next count to try.
+  void Judge(double trial);
+  void Settle();
+  void DownOrSettle();
+  // One step up where the top is not reached yet, else `otherwise`.
+  void UpOr(void (StreamClimber::*otherwise)());
+  void StandOnWanted(double trial);  // The count under test beat the one stood on.
   double TrialRate() const;  // The lower of the trial's samples: one lucky sample does not win.
 
   const int max_streams_;
@@ -57,10 +67,11 @@ class StreamClimber {
   int wanted_ = 0;        // Under test, or current_ when settled.
   int asked_before_ = 0;  // wanted_ before its last change.
   Phase phase_ = Phase::kBaseline;
-  double best_ = 0;       // The rate at current_ (the best of its trials).
-  bool climbed_ = false;  // This climb moved up at least once.
-  int to_skip_ = 0;       // Samples of wanted_ still to drop (cold streams).
-  int foreign_ = 0;       // Samples in a row of a count not under test.
+  double best_ = 0;         // The rate at current_ (the best of its trials).
+  bool climbed_ = false;    // This climb moved up at least once.
+  bool top_tried_ = false;  // Every connection was tried since the climb (re)started.
+  int to_skip_ = 0;         // Samples of wanted_ still to drop (cold streams).
+  int foreign_ = 0;         // Samples in a row of a count not under test.
   std::array<double, kTrialSamples> samples_{};
   int taken_ = 0;
 };
