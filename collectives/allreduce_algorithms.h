@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
+#include "collectives/arg_check.h"
 #include "collectives/codecs/codec.h"
 #include "collectives/collective_context.h"
 #include "core/buffer.h"
@@ -28,8 +29,8 @@ struct AllReduceArgs {
   const Codec* inter;                 // Codec on links between zones; null: none.
   const Codec* intra;                 // Codec on links inside a zone; null: none.
   CodecFeedback* feedback;            // Error feedback for lossy codecs; may be null.
-  // The sends that left with the argument check (send_early); null: none left.
-  const std::vector<CollectiveContext::Pending>* early;
+  // What left with the argument check (send_early, arg_check.h); null: the check sent none.
+  const EarlyData* early;
 };
 
 // One all-reduce algorithm: the one table that options, the tuner, the trials, dispatch, the
@@ -45,7 +46,8 @@ struct AllReduceAlgorithm {
   bool raced;
   bool needs_zones_with_several_ranks;  // Hierarchical: inside each zone, then across.
   // Where set, the first messages may leave with the argument check's descriptors (small
-  // vectors only): this sends them, and the run finds them in AllReduceArgs::early.
+  // vectors only): their first bytes ride in the check's own messages, this sends the rest (`in`
+  // and `bytes` are the rest's), and the run finds both in AllReduceArgs::early.
   std::vector<CollectiveContext::Pending> (*send_early)(CollectiveContext& ctx, const void* in,
                                                         size_t bytes);
   Phase early_phase;  // The phase of the tags send_early uses.

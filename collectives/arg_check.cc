@@ -12,8 +12,6 @@
 namespace hmc {
 namespace {
 
-constexpr size_t kDescriptorBytes = 56;
-
 void Encode(const CallDescriptor& d, uint8_t* out) {
   out[0] = static_cast<uint8_t>(d.kind);
   out[1] = static_cast<uint8_t>(d.dtype);
@@ -122,11 +120,17 @@ const char* CollectiveName(CollectiveKind kind) {
   return "unknown";
 }
 
-ArgumentCheck::ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine)
-    : ctx_(ctx), mine_(mine), all_(ctx.Scratch(kDescriptorBytes * ctx.size())) {
-  Encode(mine, all_ + kDescriptorBytes * ctx.rank());
-  if (ctx.size() > 1) {
-    pending_ = ctx.PostExchangeWithMembers(Phase::kArgCheck, 0, all_, kDescriptorBytes);
+ArgumentCheck::ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine, const void* early)
+    : ctx_(ctx), mine_(mine), all_(ctx.Scratch(kSlotBytes * ctx.size())) {
+  uint8_t* own = all_ + kSlotBytes * ctx.rank();
+  Encode(mine, own);
+  const size_t ride = early != nullptr ? RideBytes(mine.early_bytes) : 0;
+  if (ride > 0) std::memcpy(own + kDescriptorBytes, early, ride);
+  for (int peer = 0; peer < ctx.size(); ++peer) {
+    if (peer == ctx.rank()) continue;
+    sends_.push_back(ctx.Send(peer, Phase::kArgCheck, 0, 0, own, kDescriptorBytes + ride));
+    receives_.push_back(
+        ctx.RecvUpTo(peer, Phase::kArgCheck, 0, 0, all_ + kSlotBytes * peer, kSlotBytes));
   }
 }
 
@@ -134,28 +138,46 @@ absl::Status ArgumentCheck::Verdict(std::vector<CallDescriptor>* all_descriptors
   const int n = ctx_.size();
   if (all_descriptors != nullptr) all_descriptors->assign(n, mine_);
   if (n == 1) return absl::OkStatus();
-  if (absl::Status s = ctx_.WaitAll(pending_); !s.ok()) return s;
-  const uint8_t* all = all_;
+  std::vector<CollectiveContext::Pending> pending = receives_;
+  pending.insert(pending.end(), sends_.begin(), sends_.end());
+  if (absl::Status s = ctx_.WaitAll(pending); !s.ok()) return s;
+  // A member's message is its descriptor and as much of its early data as the descriptor says.
+  size_t next = 0;
+  for (int peer = 0; peer < n; ++peer) {
+    if (peer == ctx_.rank()) continue;
+    const CollectiveContext::Pending& received = receives_[next++];
+    const uint8_t* theirs = slot(peer);
+    const size_t length = received.request->bytes();
+    const size_t expected =
+        length < kDescriptorBytes
+            ? kDescriptorBytes
+            : kDescriptorBytes + RideBytes(DecodeShared(mine_, theirs).early_bytes);
+    if (length != expected) {
+      return ctx_.PeerError(
+          peer, absl::DataLossError(
+                    absl::StrFormat("argument check message of %d bytes, expected %d (a different "
+                                    "build, or a corrupted message)",
+                                    length, expected)));
+    }
+  }
   // Field offsets within the descriptor, in kFields order.
   const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20, 24, 40};
   const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4, 8, 8};
   if (all_descriptors != nullptr) {
     for (int peer = 0; peer < n; ++peer) {
-      (*all_descriptors)[peer] = DecodeShared(mine_, all + kDescriptorBytes * peer);
+      (*all_descriptors)[peer] = DecodeShared(mine_, slot(peer));
     }
   }
   std::vector<std::string> differences;
   for (size_t f = 0; f < std::size(kFields); ++f) {
     bool differs = false;
     for (int peer = 1; peer < n; ++peer) {
-      differs |=
-          std::memcmp(all + offsets[f], all + kDescriptorBytes * peer + offsets[f], sizes[f]) != 0;
+      differs |= std::memcmp(slot(0) + offsets[f], slot(peer) + offsets[f], sizes[f]) != 0;
     }
     if (!differs) continue;
     std::vector<std::string> values;
     for (int peer = 0; peer < n; ++peer) {
-      values.push_back(
-          absl::StrFormat("rank %d=%s", peer, kFields[f].format(all + kDescriptorBytes * peer)));
+      values.push_back(absl::StrFormat("rank %d=%s", peer, kFields[f].format(slot(peer))));
     }
     differences.push_back(absl::StrFormat("%s (%s)", kFields[f].name, absl::StrJoin(values, ", ")));
   }
@@ -165,22 +187,24 @@ absl::Status ArgumentCheck::Verdict(std::vector<CallDescriptor>* all_descriptors
                       CollectiveName(mine_.kind), ctx_.rank(), absl::StrJoin(differences, "; ")));
 }
 
+std::vector<std::span<const uint8_t>> ArgumentCheck::Ridden() const {
+  std::vector<std::span<const uint8_t>> ridden;
+  for (int peer = 0; peer < ctx_.size(); ++peer) {
+    const CallDescriptor theirs = DecodeShared(mine_, slot(peer));
+    ridden.emplace_back(slot(peer) + kDescriptorBytes, RideBytes(theirs.early_bytes));
+  }
+  return ridden;
+}
+
 absl::Status ArgumentCheck::DiscardEarlyData() {
   std::vector<CollectiveContext::Pending> pending;
   for (int peer = 0; peer < ctx_.size(); ++peer) {
-    const CallDescriptor theirs = DecodeShared(mine_, all_ + kDescriptorBytes * peer);
-    if (peer == ctx_.rank() || theirs.early_bytes == 0 || theirs.early_bytes > kMaxEarlyBytes) {
-      continue;
-    }
-    pending.push_back(ctx_.Recv(peer, theirs.early_phase, 0, 0, ctx_.Scratch(theirs.early_bytes),
-                                theirs.early_bytes));
+    const CallDescriptor theirs = DecodeShared(mine_, slot(peer));
+    const uint64_t rest = theirs.early_bytes - RideBytes(theirs.early_bytes);
+    if (peer == ctx_.rank() || rest == 0 || theirs.early_bytes > kMaxEarlyBytes) continue;
+    pending.push_back(ctx_.Recv(peer, theirs.early_phase, 0, 0, ctx_.Scratch(rest), rest));
   }
   return ctx_.WaitAll(pending);
-}
-
-absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
-                            std::vector<CallDescriptor>* all) {
-  return ArgumentCheck(ctx, mine).Verdict(all);
 }
 
 }  // namespace hmc

@@ -1,7 +1,9 @@
 #ifndef HMC_COLLECTIVES_ARG_CHECK_H_
 #define HMC_COLLECTIVES_ARG_CHECK_H_
 
+#include <algorithm>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,9 +38,10 @@ struct CallDescriptor {
   double weight = 0;             // Average: this rank's weight (shared, not compared).
   uint64_t state = 0;            // Average: the shared state's fingerprint, 0: none (compared).
   bool stale = false;            // Average: this rank downloads the state (shared).
-  // Bytes of data this rank sent each member before the verdict, as one message tagged
-  // (early_phase, 0, 0) (shared): an algorithm whose first messages leave with the descriptors
-  // (the one-shot all-reduce) makes the check cost no round trip of its own.
+  // Bytes of data this rank sent each member before the verdict (shared): an algorithm whose first
+  // messages leave with the descriptors (the one-shot all-reduce) makes the check cost no round
+  // trip of its own. Their first RideBytes(early_bytes) travel in the descriptor's own message; the
+  // rest, if any, as one message tagged (early_phase, 0, 0).
   uint64_t early_bytes = 0;
   Phase early_phase = Phase::kOneShot;
 };
@@ -46,31 +49,50 @@ struct CallDescriptor {
 // The most a rank sends early; a member announcing more is not this build (its message is left to
 // the link's bound on unexpected messages).
 inline constexpr uint64_t kMaxEarlyBytes = uint64_t{1} << 20;
+// The most of the early data that rides in the descriptor's message: a small vector then costs one
+// message per member, not two (on one host the second message, not a round trip, is what a small
+// call's check cost). Every check receives up to this much from every member, whether or not it
+// sends any itself, so that a member whose arguments differ cannot overrun the receive.
+inline constexpr uint64_t kMaxRideBytes = uint64_t{64} << 10;
+inline uint64_t RideBytes(uint64_t early_bytes) { return std::min(early_bytes, kMaxRideBytes); }
 
-// Every rank sends its descriptor to every other (one exchange of tiny messages) and compares
+// What an algorithm's early data became: the sends of what did not ride in the check's messages,
+// and what rode in each member's (ArgumentCheck::Ridden), for the algorithm to use after a passing
+// verdict.
+struct EarlyData {
+  std::vector<CollectiveContext::Pending> rest_sends;
+  std::vector<std::span<const uint8_t>> ridden;
+};
+
+// Every rank sends its descriptor to every other (one exchange of small messages) and compares
 // them all, so every rank reaches the same verdict: OK, or InvalidArgument listing each field that
 // differs with every rank's value. With identical descriptors this doubles as a barrier.
-// The constructor posts the exchange; an algorithm may send its early data before Verdict.
+// The constructor posts the exchange, with the ride of this rank's early data (`early`, where
+// `mine.early_bytes` is set); an algorithm may send the rest of it before Verdict.
 class ArgumentCheck {
  public:
-  ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine);
+  ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine, const void* early = nullptr);
   // Waits for every member's descriptor and compares. `all`, if given, receives every rank's
   // descriptor (what is shared, not compared: Average's weights, who is stale, early bytes).
   absl::Status Verdict(std::vector<CallDescriptor>* all = nullptr);
-  // After a verdict that the arguments differ: receives and drops what members sent early, so
-  // that none of the call's data stays on the links (data is never used unchecked).
+  // After a passing verdict: what each member's descriptor message carried of its early data, by
+  // rank (this rank's own too; empty where a member sent none).
+  std::vector<std::span<const uint8_t>> Ridden() const;
+  // After a verdict that the arguments differ: receives and drops the rest of what members sent
+  // early, so that none of the call's data stays on the links (data is never used unchecked).
   absl::Status DiscardEarlyData();
 
  private:
+  const uint8_t* slot(int rank) const { return all_ + kSlotBytes * rank; }
+  static constexpr size_t kDescriptorBytes = 56;
+  static constexpr size_t kSlotBytes = kDescriptorBytes + kMaxRideBytes;
+
   CollectiveContext& ctx_;
   const CallDescriptor mine_;
-  uint8_t* all_;  // Every member's encoded descriptor, by rank.
-  std::vector<CollectiveContext::Pending> pending_;
+  uint8_t* all_;  // Every member's descriptor message (descriptor, then its ride), by rank.
+  std::vector<CollectiveContext::Pending> sends_;
+  std::vector<CollectiveContext::Pending> receives_;
 };
-
-// The check in one piece: posts the exchange and waits for its verdict.
-absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& mine,
-                            std::vector<CallDescriptor>* all = nullptr);
 
 }  // namespace hmc
 

@@ -333,9 +333,10 @@ absl::Status CommunicatorImpl::CheckArguments(
   absl::Status checked;
   if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier ||
       descriptors != nullptr) {
-    ArgumentCheck check(ctx, descriptor);
-    if (send_early) send_early(ctx);
+    ArgumentCheck check(ctx, descriptor, send_early.data);
+    if (send_early.send_rest) send_early.send_rest(ctx);
     checked = check.Verdict(descriptors);
+    if (checked.ok() && send_early.into != nullptr) send_early.into->ridden = check.Ridden();
     if (absl::IsInvalidArgument(checked)) {
       if (absl::Status s = check.DiscardEarlyData(); !s.ok()) checked = s;
     }
@@ -525,15 +526,21 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
   // An algorithm's early data (the one-shot's) leaves with the argument check's descriptors:
   // small vectors only, and not in an averaging attempt, whose members' data may change once the
   // check shares who is stale.
-  auto early_sends = std::make_shared<std::optional<std::vector<CollectiveContext::Pending>>>();
+  auto early = std::make_shared<EarlyData>();
   EarlySend send_early;
   if (algorithm != nullptr && algorithm->send_early != nullptr && check.ok() && round == nullptr &&
       step.trial < 0 && g->size() > 1 && in.count > 0 && in.bytes() <= kMaxEarlyBytes) {
     d.early_bytes = in.bytes();
     d.early_phase = algorithm->early_phase;
-    send_early = [=](CollectiveContext& ctx) {
-      *early_sends = algorithm->send_early(ctx, in.data, in.bytes());
-    };
+    const size_t ride = RideBytes(in.bytes());
+    send_early.data = in.data;
+    send_early.into = early;
+    if (ride < in.bytes()) {
+      send_early.send_rest = [=](CollectiveContext& ctx) {
+        early->rest_sends = algorithm->send_early(ctx, static_cast<const uint8_t*>(in.data) + ride,
+                                                  in.bytes() - ride);
+      };
+    }
   }
   const std::string detail = CodecsApply(in.dtype, op)
                                  ? absl::StrFormat("%s; codecs inter=%s intra=%s", plan.why,
@@ -545,18 +552,18 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
       if (in.data != out.data) std::memcpy(out.data, in.data, in.bytes());
       return absl::OkStatus();
     }
-    return algorithm->run(
-        ctx, AllReduceArgs{.in = in.data,
-                           .out = out.data,
-                           .count = in.count,
-                           .dtype = in.dtype,
-                           .op = op,
-                           .zone_of = g->zone_of,
-                           .shares = plan.shares,
-                           .inter = inter,
-                           .intra = intra,
-                           .feedback = call.feedback,
-                           .early = early_sends->has_value() ? &**early_sends : nullptr});
+    return algorithm->run(ctx,
+                          AllReduceArgs{.in = in.data,
+                                        .out = out.data,
+                                        .count = in.count,
+                                        .dtype = in.dtype,
+                                        .op = op,
+                                        .zone_of = g->zone_of,
+                                        .shares = plan.shares,
+                                        .inter = inter,
+                                        .intra = intra,
+                                        .feedback = call.feedback,
+                                        .early = early->ridden.empty() ? nullptr : early.get()});
   };
   if (step.trial < 0) {
     return Launch(g, d, check, plan.algorithm, call, run, plan.chunk_bytes, detail, round,

@@ -38,6 +38,15 @@
 
 namespace hmc {
 
+// An algorithm's early data (CallDescriptor::early_bytes): `data`'s first bytes ride in the
+// argument check's messages, `send_rest` sends the rest before the verdict, and `into` collects
+// what the run needs of both.
+struct EarlySend {
+  const void* data = nullptr;
+  std::function<void(CollectiveContext&)> send_rest;
+  std::shared_ptr<EarlyData> into;
+};
+
 // What runs a Communicator (communicator.h, where its public methods are described): the
 // current epoch's group, the calls' launch and planning, membership and averaging rounds.
 class CommunicatorImpl {
@@ -108,16 +117,13 @@ class CommunicatorImpl {
   absl::StatusOr<AverageOutcome> FinishRound(const Buffer& buffer, const std::vector<uint8_t>& sum,
                                              AverageOutcome outcome, DecidedRound committed);
   using Algorithm = std::function<absl::Status(CollectiveContext&)>;
-  // Sends an algorithm's early data (CallDescriptor::early_bytes) before the check's verdict.
-  using EarlySend = std::function<void(CollectiveContext&)>;
 
   // `probe`: the link probe a rank that joins a running group plans its first epoch with.
   CommunicatorImpl(int id, std::vector<std::shared_ptr<Channel>> channels, const PeerTable& table,
                    const Options& options, LinkProbeRecord probe = {});
   // Runs `algorithm` on a worker in the group `g` (the current one when the call was made).
   // `chunk_bytes` 0: the option's. `plan_detail` goes into the report. `send_early` (set only with
-  // a descriptor that announces early bytes) runs between the argument check's exchange and its
-  // verdict.
+  // a descriptor that announces early bytes) leaves with the argument check.
   // A call's sending rate (kept for pacing the next calls), phases, bytes and egress, into its
   // report.
   void RecordTraffic(const CollectiveContext& ctx, const Group& g, CollectiveReport& report);
@@ -125,8 +131,8 @@ class CommunicatorImpl {
                                absl::Status local_check, std::string algorithm_name,
                                const CallOptions& call, Algorithm algorithm, size_t chunk_bytes = 0,
                                std::string plan_detail = "", AveragingAttempt* attempt = nullptr,
-                               EarlySend send_early = nullptr);
-  // The argument check of a call on the worker (after `send_early`, where set); `descriptors`
+                               EarlySend send_early = {});
+  // The argument check of a call on the worker (with `send_early`, where set); `descriptors`
   // (an averaging attempt's) gets every member's. OK, a mismatch on every rank (InvalidArgument;
   // this rank's own reason where it has one), or the failure that ended the exchange; `verdict`:
   // whether the outcome is the check's, the same on every rank.

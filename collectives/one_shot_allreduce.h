@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "collectives/arg_check.h"
 #include "collectives/collective_context.h"
 #include "core/dtype.h"
 #include "core/reduce_op.h"
@@ -15,12 +16,12 @@ namespace hmc {
 // every other at once and reduces the n vectors itself, in rank order, so every rank computes the
 // same bits. One latency term (the slowest link's one-way delay) instead of halving-doubling's
 // 2·log2(n); each rank sends (n-1)× its vector, so it pays only while the vector is small.
-// Its sends can leave before the argument check's verdict (OneShotSend, then `early`: the check
-// costs no round trip of its own); without `early` it sends them itself.
+// Its vector can leave with the argument check (`early`: the first bytes in the check's own
+// messages, the rest through OneShotSend before the verdict), so that the check costs no round
+// trip and no message of its own; what a member did not send that way, it sends after the verdict.
 absl::Status OneShotAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
-                              DType dtype, ReduceOp op,
-                              const std::vector<CollectiveContext::Pending>* early = nullptr);
-// This rank's vector to every other member, tagged (Phase::kOneShot, 0, 0).
+                              DType dtype, ReduceOp op, const EarlyData* early = nullptr);
+// `bytes` of this rank's vector to every other member, tagged (Phase::kOneShot, 0, 0).
 std::vector<CollectiveContext::Pending> OneShotSend(CollectiveContext& ctx, const void* in,
                                                     size_t bytes);
 

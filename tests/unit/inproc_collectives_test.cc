@@ -7,7 +7,9 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "collectives/arg_check.h"
 #include "collectives/communicator.h"
 #include "core/frame.h"
 #include "core/mutex.h"
@@ -398,27 +400,41 @@ TEST(InprocCollectives, RanksOnDifferentAlgorithmsAreToldWhichRankRunsWhich) {
   });
 }
 
-// The one-shot's data leaves with the argument check's descriptors. Where the arguments differ,
-// every rank refuses the call without touching its buffer and receives and drops what its peers
-// sent early: nothing is left on a link (what each rank sent, its peer received), and the next
-// call is right.
-TEST(InprocCollectives, AMismatchedOneShotDrainsItsEarlyDataAndTheGroupGoesOn) {
+// The one-shot's data leaves with the argument check: up to kMaxRideBytes in the descriptor's own
+// message, the rest in one of its own. Where the arguments differ, every rank refuses the call
+// without touching its buffer and receives and drops the rest its peers sent early: nothing is left
+// on a link (what each rank sent, its peer received), and the next call is right. The counts: all
+// of it rides; a rest on every rank; and a rest on rank 1 alone (the others' receives must hold
+// its ride).
+struct MismatchedCounts {
+  size_t others;
+  size_t rank1;
+};
+
+class MismatchedOneShot : public testing::TestWithParam<MismatchedCounts> {};
+
+TEST_P(MismatchedOneShot, DrainsItsEarlyDataAndTheGroupGoesOn) {
   constexpr int kRanks = 3;
+  const MismatchedCounts counts = GetParam();
   std::vector<std::vector<LinkStats>> stats(kRanks);
   RunGroup(kRanks, [&](int rank, Communicator& comm) {
     CallOptions call;
     call.algo = "one_shot";
-    std::vector<float> data(rank == 1 ? 99 : 100, 1.0f);
+    std::vector<float> data(rank == 1 ? counts.rank1 : counts.others, 1.0f);
     Buffer buffer{data.data(), data.size(), DType::kF32};
     absl::Status s = comm.AllReduce(buffer, buffer, ReduceOp::kSum, call)->Wait();
     ASSERT_TRUE(absl::IsInvalidArgument(s)) << s;
-    EXPECT_TRUE(absl::StrContains(s.message(), "count (rank 0=100, rank 1=99, rank 2=100)")) << s;
+    EXPECT_TRUE(
+        absl::StrContains(s.message(), absl::StrFormat("count (rank 0=%d, rank 1=%d, rank 2=%d)",
+                                                       counts.others, counts.rank1, counts.others)))
+        << s;
     EXPECT_EQ(data[0], 1.0f);
     EXPECT_TRUE(comm.health().ok());
-    std::vector<float> right(100, rank + 1.0f);
+    std::vector<float> right(counts.others, rank + 1.0f);
     Buffer both{right.data(), right.size(), DType::kF32};
     ASSERT_TRUE(comm.AllReduce(both, both, ReduceOp::kSum, call)->Wait().ok());
-    EXPECT_EQ(right[99], 6.0f);
+    EXPECT_EQ(right.front(), 6.0f);
+    EXPECT_EQ(right.back(), 6.0f);
     ASSERT_TRUE(comm.Barrier()->Wait().ok());
     stats[rank] = comm.link_stats();
   });
@@ -427,6 +443,44 @@ TEST(InprocCollectives, AMismatchedOneShotDrainsItsEarlyDataAndTheGroupGoesOn) {
       if (from == to) continue;
       EXPECT_EQ(stats[from][to].messages_sent, stats[to][from].messages_received)
           << "rank " << from << " to rank " << to;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(RideAndRest, MismatchedOneShot,
+                         testing::Values(MismatchedCounts{100, 99}, MismatchedCounts{40000, 39999},
+                                         MismatchedCounts{1000, 20000}));
+
+// A vector that fits in the check's message costs one message per peer: the check's. A larger one
+// costs two (the rest leaves early, in one message), and the results are the sums either way.
+TEST(InprocCollectives, AOneShotSendsItsDataInTheArgumentChecksMessages) {
+  constexpr int kRanks = 3;
+  for (const size_t count : {size_t{256}, size_t{40000}}) {
+    std::vector<uint64_t> sent(kRanks * kRanks);
+    RunGroup(kRanks, [&](int rank, Communicator& comm) {
+      CallOptions call;
+      call.algo = "one_shot";
+      std::vector<float> data(count);
+      for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank * 1000 + i % 1000);
+      Buffer buffer{data.data(), data.size(), DType::kF32};
+      const std::vector<LinkStats> before = comm.link_stats();
+      ASSERT_TRUE(comm.AllReduce(buffer, buffer, ReduceOp::kSum, call)->Wait().ok());
+      const std::vector<LinkStats> after = comm.link_stats();
+      for (int peer = 0; peer < kRanks; ++peer) {
+        if (peer != rank) {
+          sent[rank * kRanks + peer] = after[peer].messages_sent - before[peer].messages_sent;
+        }
+      }
+      for (size_t i : {size_t{0}, count / 2 + 7, count - 1}) {
+        ASSERT_EQ(data[i], static_cast<float>(3000 + 3 * (i % 1000))) << "element " << i;
+      }
+    });
+    for (int from = 0; from < kRanks; ++from) {
+      for (int to = 0; to < kRanks; ++to) {
+        if (from == to) continue;
+        EXPECT_EQ(sent[from * kRanks + to], count * sizeof(float) <= kMaxRideBytes ? 1u : 2u)
+            << count << " floats, rank " << from << " to rank " << to;
+      }
     }
   }
 }
