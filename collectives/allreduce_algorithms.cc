@@ -70,7 +70,7 @@ constexpr AllReduceAlgorithm kAlgorithms[] = {
     {.name = "one_shot",
      .wire_id = 5,
      .summary = "every rank sends its vector to every other and reduces all of them: one latency",
-     .send_early = OneShotSend,
+     .sends_early = true,
      .early_phase = Phase::kOneShot,
      .run = RunOneShot},
 };

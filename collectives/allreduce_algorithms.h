@@ -29,7 +29,7 @@ struct AllReduceArgs {
   const Codec* inter;                 // Codec on links between zones; null: none.
   const Codec* intra;                 // Codec on links inside a zone; null: none.
   CodecFeedback* feedback;            // Error feedback for lossy codecs; may be null.
-  // What left with the argument check (send_early, arg_check.h); null: the check sent none.
+  // What left with the argument check (arg_check.h); null: no check ran.
   const EarlyData* early;
 };
 
@@ -45,12 +45,11 @@ struct AllReduceAlgorithm {
   // and one-shot use tags of their own phases that a candidate's would meet.
   bool raced;
   bool needs_zones_with_several_ranks;  // Hierarchical: inside each zone, then across.
-  // Where set, the first messages may leave with the argument check's descriptors (small
-  // vectors only): their first bytes ride in the check's own messages, this sends the rest (`in`
-  // and `bytes` are the rest's), and the run finds both in AllReduceArgs::early.
-  std::vector<CollectiveContext::Pending> (*send_early)(CollectiveContext& ctx, const void* in,
-                                                        size_t bytes);
-  Phase early_phase;  // The phase of the tags send_early uses.
+  // Its first messages, the whole input vector to every member, may leave with the argument
+  // check (small vectors only; arg_check.h, early data), tagged (early_phase, 0, 0) beyond what
+  // rides in the check's own messages; the run finds what left in AllReduceArgs::early.
+  bool sends_early;
+  Phase early_phase;
   absl::Status (*run)(CollectiveContext& ctx, const AllReduceArgs& args);
 };
 

@@ -124,11 +124,17 @@ ArgumentCheck::ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine,
     : ctx_(ctx), mine_(mine), all_(ctx.Scratch(kSlotBytes * ctx.size())) {
   uint8_t* own = all_ + kSlotBytes * ctx.rank();
   Encode(mine, own);
-  const size_t ride = early != nullptr ? RideBytes(mine.early_bytes) : 0;
+  const size_t early_bytes = early != nullptr ? mine.early_bytes : 0;
+  const size_t ride = RideBytes(early_bytes);
   if (ride > 0) std::memcpy(own + kDescriptorBytes, early, ride);
+  if (ctx.size() == 1) return;
+  sends_ = ctx.SendToMembers(Phase::kArgCheck, 0, own, kDescriptorBytes + ride);
+  if (ride < early_bytes) {
+    rest_sends_ = ctx.SendToMembers(mine.early_phase, 0, static_cast<const uint8_t*>(early) + ride,
+                                    early_bytes - ride);
+  }
   for (int peer = 0; peer < ctx.size(); ++peer) {
     if (peer == ctx.rank()) continue;
-    sends_.push_back(ctx.Send(peer, Phase::kArgCheck, 0, 0, own, kDescriptorBytes + ride));
     receives_.push_back(
         ctx.RecvUpTo(peer, Phase::kArgCheck, 0, 0, all_ + kSlotBytes * peer, kSlotBytes));
   }
@@ -139,7 +145,7 @@ absl::Status ArgumentCheck::Verdict(std::vector<CallDescriptor>* all_descriptors
   if (all_descriptors != nullptr) all_descriptors->assign(n, mine_);
   if (n == 1) return absl::OkStatus();
   std::vector<CollectiveContext::Pending> pending = receives_;
-  pending.insert(pending.end(), sends_.begin(), sends_.end());
+  pending.insert(pending.end(), sends_.begin(), sends_.end());  // Not the rest: the run waits.
   if (absl::Status s = ctx_.WaitAll(pending); !s.ok()) return s;
   // A member's message is its descriptor and as much of its early data as the descriptor says.
   size_t next = 0;
@@ -148,16 +154,12 @@ absl::Status ArgumentCheck::Verdict(std::vector<CallDescriptor>* all_descriptors
     const CollectiveContext::Pending& received = receives_[next++];
     const uint8_t* theirs = slot(peer);
     const size_t length = received.request->bytes();
-    const size_t expected =
-        length < kDescriptorBytes
-            ? kDescriptorBytes
-            : kDescriptorBytes + RideBytes(DecodeShared(mine_, theirs).early_bytes);
-    if (length != expected) {
-      return ctx_.PeerError(
-          peer, absl::DataLossError(
-                    absl::StrFormat("argument check message of %d bytes, expected %d (a different "
-                                    "build, or a corrupted message)",
-                                    length, expected)));
+    if (length < kDescriptorBytes ||
+        length != kDescriptorBytes + RideBytes(DecodeShared(mine_, theirs).early_bytes)) {
+      return ctx_.PeerError(peer, absl::DataLossError(absl::StrFormat(
+                                      "argument check message of %d bytes does not match its "
+                                      "descriptor (a different build, or a corrupted message)",
+                                      length)));
     }
   }
   // Field offsets within the descriptor, in kFields order.
@@ -187,13 +189,13 @@ absl::Status ArgumentCheck::Verdict(std::vector<CallDescriptor>* all_descriptors
                       CollectiveName(mine_.kind), ctx_.rank(), absl::StrJoin(differences, "; ")));
 }
 
-std::vector<std::span<const uint8_t>> ArgumentCheck::Ridden() const {
-  std::vector<std::span<const uint8_t>> ridden;
+EarlyData ArgumentCheck::Early() const {
+  EarlyData early{.rest_sends = rest_sends_};
   for (int peer = 0; peer < ctx_.size(); ++peer) {
     const CallDescriptor theirs = DecodeShared(mine_, slot(peer));
-    ridden.emplace_back(slot(peer) + kDescriptorBytes, RideBytes(theirs.early_bytes));
+    early.ridden.emplace_back(slot(peer) + kDescriptorBytes, RideBytes(theirs.early_bytes));
   }
-  return ridden;
+  return early;
 }
 
 absl::Status ArgumentCheck::DiscardEarlyData() {

@@ -57,7 +57,7 @@ inline constexpr uint64_t kMaxRideBytes = uint64_t{64} << 10;
 inline uint64_t RideBytes(uint64_t early_bytes) { return std::min(early_bytes, kMaxRideBytes); }
 
 // What an algorithm's early data became: the sends of what did not ride in the check's messages,
-// and what rode in each member's (ArgumentCheck::Ridden), for the algorithm to use after a passing
+// and what rode in each member's (ArgumentCheck::Early), for the algorithm to use after a passing
 // verdict.
 struct EarlyData {
   std::vector<CollectiveContext::Pending> rest_sends;
@@ -67,17 +67,17 @@ struct EarlyData {
 // Every rank sends its descriptor to every other (one exchange of small messages) and compares
 // them all, so every rank reaches the same verdict: OK, or InvalidArgument listing each field that
 // differs with every rank's value. With identical descriptors this doubles as a barrier.
-// The constructor posts the exchange, with the ride of this rank's early data (`early`, where
-// `mine.early_bytes` is set); an algorithm may send the rest of it before Verdict.
+// The constructor posts the exchange, with this rank's early data (`early`, where
+// `mine.early_bytes` is set): its ride in the descriptor's messages, the rest after them.
 class ArgumentCheck {
  public:
   ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine, const void* early = nullptr);
   // Waits for every member's descriptor and compares. `all`, if given, receives every rank's
   // descriptor (what is shared, not compared: Average's weights, who is stale, early bytes).
   absl::Status Verdict(std::vector<CallDescriptor>* all = nullptr);
-  // After a passing verdict: what each member's descriptor message carried of its early data, by
-  // rank (this rank's own too; empty where a member sent none).
-  std::vector<std::span<const uint8_t>> Ridden() const;
+  // After a passing verdict: what left of this rank's early data and what each member's descriptor
+  // message carried of its own (by rank, this rank's too; empty where a member sent none).
+  EarlyData Early() const;
   // After a verdict that the arguments differ: receives and drops the rest of what members sent
   // early, so that none of the call's data stays on the links (data is never used unchecked).
   absl::Status DiscardEarlyData();
@@ -90,7 +90,8 @@ class ArgumentCheck {
   CollectiveContext& ctx_;
   const CallDescriptor mine_;
   uint8_t* all_;  // Every member's descriptor message (descriptor, then its ride), by rank.
-  std::vector<CollectiveContext::Pending> sends_;
+  std::vector<CollectiveContext::Pending> sends_;       // The descriptor's messages.
+  std::vector<CollectiveContext::Pending> rest_sends_;  // Early data beyond the ride.
   std::vector<CollectiveContext::Pending> receives_;
 };
 

@@ -154,11 +154,19 @@ std::vector<CollectiveContext::Pending> CollectiveContext::PostExchangeWithMembe
                                                                                    uint32_t step,
                                                                                    uint8_t* all,
                                                                                    size_t bytes) {
-  std::vector<Pending> pending;
+  std::vector<Pending> pending = SendToMembers(phase, step, all + bytes * rank_, bytes);
   for (int p = 0; p < size_; ++p) {
-    if (p == rank_) continue;
-    pending.push_back(Send(p, phase, step, 0, all + bytes * rank_, bytes));
-    pending.push_back(Recv(p, phase, step, 0, all + bytes * p, bytes));
+    if (p != rank_) pending.push_back(Recv(p, phase, step, 0, all + bytes * p, bytes));
+  }
+  return pending;
+}
+
+std::vector<CollectiveContext::Pending> CollectiveContext::SendToMembers(Phase phase, uint32_t step,
+                                                                         const void* data,
+                                                                         size_t bytes) {
+  std::vector<Pending> pending;
+  for (int step_from_me = 1; step_from_me < size_; ++step_from_me) {
+    pending.push_back(Send((rank_ + step_from_me) % size_, phase, step, 0, data, bytes));
   }
   return pending;
 }
@@ -169,7 +177,7 @@ absl::Status CollectiveContext::ExchangeWithMembers(Phase phase, uint32_t step, 
 }
 
 absl::Status CollectiveContext::AwaitMembers(uint32_t step) {
-  uint8_t nothing;  // Transports may touch the pointer even for no bytes.
+  uint8_t nothing = 0;  // Transports may touch the pointer even for no bytes.
   return ExchangeWithMembers(Phase::kReady, step, &nothing, 0);
 }
 

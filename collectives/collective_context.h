@@ -98,6 +98,9 @@ class CollectiveContext {
   // `received` (if given) gets the message's length.
   absl::Status Wait(const Pending& pending, size_t* received = nullptr);
   absl::Status WaitAll(const std::vector<Pending>& pending);
+  // The same `bytes` at `data` to every other member, from the next rank up: a rotated order, so
+  // that no rank is everyone's first destination.
+  std::vector<Pending> SendToMembers(Phase phase, uint32_t step, const void* data, size_t bytes);
   // A direct all-gather of small blocks, one round trip: sends the `bytes` at
   // `all + bytes * rank()` to every member and receives each member's into `all + bytes * member`.
   absl::Status ExchangeWithMembers(Phase phase, uint32_t step, uint8_t* all, size_t bytes);

@@ -334,9 +334,8 @@ absl::Status CommunicatorImpl::CheckArguments(
   if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier ||
       descriptors != nullptr) {
     ArgumentCheck check(ctx, descriptor, send_early.data);
-    if (send_early.send_rest) send_early.send_rest(ctx);
     checked = check.Verdict(descriptors);
-    if (checked.ok() && send_early.into != nullptr) send_early.into->ridden = check.Ridden();
+    if (checked.ok() && send_early.into != nullptr) *send_early.into = check.Early();
     if (absl::IsInvalidArgument(checked)) {
       if (absl::Status s = check.DiscardEarlyData(); !s.ok()) checked = s;
     }
@@ -528,19 +527,11 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
   // check shares who is stale.
   auto early = std::make_shared<EarlyData>();
   EarlySend send_early;
-  if (algorithm != nullptr && algorithm->send_early != nullptr && check.ok() && round == nullptr &&
+  if (algorithm != nullptr && algorithm->sends_early && check.ok() && round == nullptr &&
       step.trial < 0 && g->size() > 1 && in.count > 0 && in.bytes() <= kMaxEarlyBytes) {
     d.early_bytes = in.bytes();
     d.early_phase = algorithm->early_phase;
-    const size_t ride = RideBytes(in.bytes());
-    send_early.data = in.data;
-    send_early.into = early;
-    if (ride < in.bytes()) {
-      send_early.send_rest = [=](CollectiveContext& ctx) {
-        early->rest_sends = algorithm->send_early(ctx, static_cast<const uint8_t*>(in.data) + ride,
-                                                  in.bytes() - ride);
-      };
-    }
+    send_early = EarlySend{.data = in.data, .into = early};
   }
   const std::string detail = CodecsApply(in.dtype, op)
                                  ? absl::StrFormat("%s; codecs inter=%s intra=%s", plan.why,

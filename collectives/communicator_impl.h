@@ -38,12 +38,10 @@
 
 namespace hmc {
 
-// An algorithm's early data (CallDescriptor::early_bytes): `data`'s first bytes ride in the
-// argument check's messages, `send_rest` sends the rest before the verdict, and `into` collects
-// what the run needs of both.
+// An algorithm's early data (CallDescriptor::early_bytes): the argument check sends `data` and,
+// after a passing verdict, fills `into` for the run.
 struct EarlySend {
   const void* data = nullptr;
-  std::function<void(CollectiveContext&)> send_rest;
   std::shared_ptr<EarlyData> into;
 };
 

@@ -8,17 +8,6 @@
 
 namespace hmc {
 
-std::vector<CollectiveContext::Pending> OneShotSend(CollectiveContext& ctx, const void* in,
-                                                    size_t bytes) {
-  const int n = ctx.size();
-  std::vector<CollectiveContext::Pending> pending;
-  for (int step = 1; step < n; ++step) {
-    // Peers in a rotated order, so that no rank is everyone's first destination.
-    pending.push_back(ctx.Send((ctx.rank() + step) % n, Phase::kOneShot, 0, 0, in, bytes));
-  }
-  return pending;
-}
-
 absl::Status OneShotAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
                               DType dtype, ReduceOp op, const EarlyData* early) {
   const int n = ctx.size();
@@ -30,7 +19,7 @@ absl::Status OneShotAllReduce(CollectiveContext& ctx, const void* in, void* out,
   std::memcpy(all + static_cast<size_t>(r) * bytes, in, bytes);
   const bool sent_early = early != nullptr && !early->ridden[r].empty();
   std::vector<CollectiveContext::Pending> pending =
-      sent_early ? early->rest_sends : OneShotSend(ctx, in, bytes);
+      sent_early ? early->rest_sends : ctx.SendToMembers(Phase::kOneShot, 0, in, bytes);
   for (int step = 1; step < n; ++step) {
     const int from = (r - step + n) % n;
     uint8_t* theirs = all + static_cast<size_t>(from) * bytes;

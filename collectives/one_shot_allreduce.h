@@ -17,13 +17,11 @@ namespace hmc {
 // same bits. One latency term (the slowest link's one-way delay) instead of halving-doubling's
 // 2·log2(n); each rank sends (n-1)× its vector, so it pays only while the vector is small.
 // Its vector can leave with the argument check (`early`: the first bytes in the check's own
-// messages, the rest through OneShotSend before the verdict), so that the check costs no round
-// trip and no message of its own; what a member did not send that way, it sends after the verdict.
+// messages, the rest tagged (Phase::kOneShot, 0, 0) before the verdict), so that the check costs
+// no round trip and no message of its own; a member that sent none that way sends it all after
+// the verdict, under that tag.
 absl::Status OneShotAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
                               DType dtype, ReduceOp op, const EarlyData* early = nullptr);
-// `bytes` of this rank's vector to every other member, tagged (Phase::kOneShot, 0, 0).
-std::vector<CollectiveContext::Pending> OneShotSend(CollectiveContext& ctx, const void* in,
-                                                    size_t bytes);
 
 }  // namespace hmc
 
