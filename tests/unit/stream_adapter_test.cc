@@ -69,6 +69,17 @@ TEST(StreamClimber, TriesEveryConnectionFirstAndKeepsThemWhereEachFlowIsCapped) 
   EXPECT_EQ(Climb(climber, 32, TransatlanticPolicers, 40), 32);
 }
 
+// From 22 one step up is the top: where the top did not gain, the climb tries fewer instead of
+// measuring the top again.
+TEST(StreamClimber, DoesNotTryTheTopTwice) {
+  StreamClimber climber(32);
+  climber.Observe(22, 100);
+  ASSERT_EQ(climber.Observe(22, 100), 32);
+  climber.Observe(32, 0);  // Dropped: cold streams.
+  climber.Observe(32, 100);
+  EXPECT_EQ(climber.Observe(32, 100), 15);
+}
+
 TEST(StreamClimber, IgnoresSamplesSentBeforeTheSenderHeardTheRequest) {
   StreamClimber climber(32);
   int asked = climber.Observe(4, 40);
@@ -76,8 +87,8 @@ TEST(StreamClimber, IgnoresSamplesSentBeforeTheSenderHeardTheRequest) {
   ASSERT_EQ(asked, 32);
   // A sample still over 4 streams must not count as the trial of 32.
   EXPECT_EQ(climber.Observe(4, 1000), 32);
-  EXPECT_EQ(climber.Observe(32, 1),
-            32);  // The first over 32 is dropped: its new streams start cold.
+  // The first over 32 is dropped: its new streams start cold.
+  EXPECT_EQ(climber.Observe(32, 1), 32);
   EXPECT_EQ(climber.Observe(32, 60), 32);
   EXPECT_EQ(climber.Observe(32, 60), 21);  // 60 > 40 · kGain: it moves to 32 and tries 21.
 }

@@ -107,6 +107,8 @@ void StreamClimber::Judge(double trial) {
       if (trial > best_ * kGain) {
         StandOnWanted(trial);
         DownOrSettle();  // Fewer of these streams, all warm now, are measured fairly.
+      } else if (Up(current_, max_streams_) == max_streams_) {
+        DownOrSettle();  // One step up is the top just measured.
       } else {
         UpOr(&StreamClimber::DownOrSettle);  // A peak between here and the top, or below here.
       }
