@@ -49,6 +49,7 @@ int StreamClimber::Observe(int streams, double rate) {
     if (++foreign_ < kForeignSamples) return wanted_;
     current_ = std::clamp(streams, 1, max_streams_);
     top_tried_ = false;
+    top_gained_ = false;
     Try(Phase::kBaseline, current_);
   }
   foreign_ = 0;
@@ -57,7 +58,10 @@ int StreamClimber::Observe(int streams, double rate) {
     return wanted_;
   }
   if (phase_ == Phase::kSettled) {
-    if (rate < best_ * kDrop) top_tried_ = false;  // The path changed: the top may pay again.
+    if (rate < best_ * kDrop) {  // The path changed: the top may pay again, or no longer.
+      top_tried_ = false;
+      top_gained_ = false;
+    }
     if (rate < best_ * kDrop || ++taken_ >= kSettledSamples) Try(Phase::kBaseline, current_);
     return wanted_;
   }
@@ -99,6 +103,8 @@ void StreamClimber::Judge(double trial) {
       if (!top_tried_ && current_ < max_streams_) {
         top_tried_ = true;
         Try(Phase::kTop, max_streams_);
+      } else if (top_gained_ && current_ == max_streams_) {
+        Settle();  // A re-check would come down on noise (the top gained when it was tried).
       } else {
         UpOr(&StreamClimber::DownOrSettle);
       }
@@ -106,7 +112,8 @@ void StreamClimber::Judge(double trial) {
     case Phase::kTop:
       if (trial > best_ * kGain) {
         StandOnWanted(trial);
-        DownOrSettle();  // Fewer of these streams, all warm now, are measured fairly.
+        top_gained_ = true;
+        Settle();  // Not down: see the class comment.
       } else if (Up(current_, max_streams_) == max_streams_) {
         DownOrSettle();  // One step up is the top just measured.
       } else {

@@ -21,17 +21,19 @@ int SizeClassOf(uint64_t bytes);
 
 // Finds a stream count for one class of messages on one link by trying counts and keeping what
 // the link's own transfers carry fastest. It starts at the count the sender used (the creation
-// probe's choice) and tries every connection first: where that gains kGain it comes down from the
-// top, ÷1.5 while the rate stays within kHold of the best seen (fewer streams: less burst into
-// shallow queues, less per-stream overhead); otherwise it climbs from the start, ×1.5 while the
-// rate grows by kGain, then comes down the same way, and settles. Settled, it tries again every
-// kSettledSamples samples (steps of 1.5 from where it stands), and at once, from the top again,
-// when the rate falls below kDrop of the best (the path changed). The first sample of a count
-// above the current one is dropped: the streams it adds start cold (slow start from an initial
-// window), and timed at once they make every climb look useless. Going down from the top is what
-// measures fairly: the streams kept are warm, where a step up is judged on cold ones. Climbing by
-// ×1.5 alone, on US+EU at 64 MiB the climb fell from 11 streams to 7 and back, again and again, or
-// stopped at 11–17 where 32 carried 1.5× more (perf/RESULTS.md, "Adaptive streams").
+// probe's choice) and tries every connection first: where that gains kGain it stays there, and
+// re-checks do not take it down (only a fall below kDrop of the best, which starts the climb
+// again); otherwise it climbs from the start, ×1.5 while the rate grows by kGain, or comes down
+// ÷1.5 while the rate stays within kHold of the best seen (fewer streams: less burst into shallow
+// queues, less per-stream overhead), and settles. Settled, it tries again every kSettledSamples
+// samples (steps of 1.5 from where it stands), and at once, from the top again, when the rate
+// falls below kDrop of the best (the path changed). The first sample of a count above the current
+// one is dropped: the streams it adds start cold (slow start from an initial window), and timed at
+// once they make every climb look useless. Why not down from a top that gained: on US+EU at 256
+// MiB, samples of one count over 200-400 ms varied 2x in what the kernel itself received, so
+// "within 3%" was a coin toss and the climb walked 32 → 21 → 14 → 21 through every run, 1.4x
+// slower than 32 fixed streams (perf/RESULTS.md, "Adaptive streams"). Climbing by ×1.5 alone
+// stopped at 11–17 where 32 carried 1.5x more: a step up is judged on cold streams.
 class StreamClimber {
  public:
   static constexpr int kTrialSamples = 2;
@@ -67,11 +69,12 @@ class StreamClimber {
   int wanted_ = 0;        // Under test, or current_ when settled.
   int asked_before_ = 0;  // wanted_ before its last change.
   Phase phase_ = Phase::kBaseline;
-  double best_ = 0;         // The rate at current_ (the best of its trials).
-  bool climbed_ = false;    // This climb moved up at least once.
-  bool top_tried_ = false;  // Every connection was tried since the climb (re)started.
-  int to_skip_ = 0;         // Samples of wanted_ still to drop (cold streams).
-  int foreign_ = 0;         // Samples in a row of a count not under test.
+  double best_ = 0;          // The rate at current_ (the best of its trials).
+  bool climbed_ = false;     // This climb moved up at least once.
+  bool top_tried_ = false;   // Every connection was tried since the climb (re)started.
+  bool top_gained_ = false;  // And gained kGain: the climb stays there.
+  int to_skip_ = 0;          // Samples of wanted_ still to drop (cold streams).
+  int foreign_ = 0;          // Samples in a row of a count not under test.
   std::array<double, kTrialSamples> samples_{};
   int taken_ = 0;
 };
