@@ -30,7 +30,7 @@ bool IsKnownType(uint8_t raw) {
   return (raw >= static_cast<uint8_t>(FrameType::kChallenge) &&
           raw <= static_cast<uint8_t>(FrameType::kJoinReady)) ||
          (raw >= static_cast<uint8_t>(FrameType::kPeerChallenge) &&
-          raw <= static_cast<uint8_t>(FrameType::kStreamsWanted));
+          raw <= static_cast<uint8_t>(FrameType::kStreamHold));
 }
 
 constexpr size_t kHeaderCrcOffset = kFrameHeaderBytes - 4;
@@ -77,6 +77,8 @@ absl::string_view FrameTypeName(FrameType type) {
       return "rendezvous-done";
     case FrameType::kStreamsWanted:
       return "streams-wanted";
+    case FrameType::kStreamHold:
+      return "stream-hold";
   }
   return "unknown";
 }

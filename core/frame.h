@@ -45,6 +45,7 @@ enum class FrameType : uint8_t {
   kRendezvous = 20,      // A large message the receiver pulls from the sender's memory.
   kRendezvousDone = 21,  // The receiver pulled it (or could not: the sender sends it instead).
   kStreamsWanted = 22,   // The receiver asks for a stream count for a size class (StreamAdapter).
+  kStreamHold = 23,      // The receiver stopped or resumed reading a stream (TcpChannel::TellHold).
 };
 
 inline constexpr uint8_t kFlagPayloadChecksum = 1;

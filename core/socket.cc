@@ -300,18 +300,25 @@ absl::Status SetNoDelay(int fd) {
   return absl::OkStatus();
 }
 
-absl::Status SetLiveness(int fd, absl::Duration timeout) {
+absl::Status SetUnacknowledgedTimeout(int fd, absl::Duration timeout) {
   const int user_timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(timeout));
+  if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms))) {
+    return Errno("TCP_USER_TIMEOUT");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SetLiveness(int fd, absl::Duration timeout) {
+  if (absl::Status set = SetUnacknowledgedTimeout(fd, timeout); !set.ok()) return set;
   const int one = 1;
   const int idle_s = std::max<int>(1, static_cast<int>(absl::ToInt64Seconds(timeout / 3)));
   const int interval_s = std::max<int>(1, static_cast<int>(absl::ToInt64Seconds(timeout / 6)));
   const int probes = 2;
-  if (setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms)) ||
-      setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) ||
+  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) ||
       setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof(idle_s)) ||
       setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof(interval_s)) ||
       setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &probes, sizeof(probes))) {
-    return Errno("TCP_USER_TIMEOUT/SO_KEEPALIVE");
+    return Errno("SO_KEEPALIVE");
   }
   return absl::OkStatus();
 }

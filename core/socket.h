@@ -90,6 +90,10 @@ absl::Status SetNoDelay(int fd);
 // after a third of it, then two more a sixth apart). Catches vanished hosts and links that drop
 // everything silently, which otherwise take the kernel's 15 minutes.
 absl::Status SetLiveness(int fd, absl::Duration timeout);
+// Sets TCP_USER_TIMEOUT alone: how long sent data may stay unacknowledged before the connection
+// fails (zero: the kernel's retries). Linux counts a receiver's zero window against it too, so a
+// live peer that stops reading looks like a vanished one after `timeout`.
+absl::Status SetUnacknowledgedTimeout(int fd, absl::Duration timeout);
 // Sets SO_SNDBUF and SO_RCVBUF; 0 leaves the kernel's autotuning on.
 absl::Status SetBufferSizes(int fd, int64_t bytes);
 // Sets TCP_CONGESTION (a listener's choice is inherited by the sockets it accepts); empty: no-op.

@@ -243,6 +243,20 @@ TEST(HostilePeer, ARequestForStreamsThatCannotBeMetFailsTheChannel) {
   }
 }
 
+// A receiver's notice that it holds a stream (TcpChannel::TellHold) names one of the link's
+// streams and held (1) or released (0); anything else fails the link naming the peer.
+TEST(HostilePeer, AHoldOfAStreamTheLinkDoesNotHaveFailsTheChannel) {
+  for (const std::vector<uint8_t>& payload :
+       {std::vector<uint8_t>{kStreams, 1}, std::vector<uint8_t>{0, 2}, std::vector<uint8_t>{0},
+        std::vector<uint8_t>{0, 1, 0}}) {
+    HostileMesh mesh;
+    mesh.SendToVictim(0, ControlHeader(FrameType::kStreamHold, payload), payload);
+    const std::string why = mesh.VictimsFailure(9, 4);
+    EXPECT_TRUE(absl::StrContains(why, "rank 2: a hold of a stream that it does not have")) << why;
+    mesh.ExpectVictimStillServes();
+  }
+}
+
 // Whatever would refuse a stream is checked before PeerAccept: a connector told it was accepted
 // is attached, and one that is not gets the reason instead of a false success.
 TEST(HostilePeer, RefusedStreamsAreNeverAccepted) {

@@ -126,6 +126,35 @@ TEST(TcpTransport, UnexpectedMessagesStayWithinTheirMemoryBound) {
   EXPECT_LE(receiver.unexpected_memory().peak_bytes, kBudget);
 }
 
+// A receiver that posts its receive long after a message beyond its unexpected-message budget
+// arrived leaves the stream unread, its TCP window shut, for three liveness timeouts: a slower
+// peer still computing, not a vanished one. Linux fails a connection whose receiver's zero window
+// lasts TCP_USER_TIMEOUT ("Connection timed out"), so the receiver tells the sender it holds the
+// stream, and the sender stops that timeout until the stream is released.
+TEST(TcpTransport, AReceiverThatPostsLateIsNotTakenForAVanishedOne) {
+  Mesh mesh = Connect(2, 2, /*local=*/false, "127.0.0.1:0", [](int, TcpTransportConfig& c) {
+    c.limits.liveness_timeout = absl::Seconds(1);
+    c.max_unexpected_bytes = 64 << 10;
+  });
+  constexpr size_t kBytes = 64 << 20;  // Far more than both sockets' buffers hold.
+  const std::vector<uint8_t> data = Pattern(kBytes, 5);
+  const RequestPtr sent = mesh.channels[0][1]->Send(7, data.data(), data.size());
+  absl::SleepFor(absl::Seconds(3));
+  ASSERT_TRUE(mesh.channels[0][1]->status().ok()) << mesh.channels[0][1]->status();
+  std::vector<uint8_t> got(kBytes);
+  const RequestPtr received = mesh.channels[1][0]->Recv(7, got.data(), kBytes);
+  ASSERT_TRUE(received->Wait(absl::Now() + absl::Seconds(30)).ok());
+  ASSERT_TRUE(sent->Wait(absl::Now() + absl::Seconds(30)).ok());
+  EXPECT_EQ(got, data);
+  // Released: the next message flows as before.
+  const RequestPtr again = mesh.channels[0][1]->Send(8, data.data(), 1 << 20);
+  ASSERT_TRUE(mesh.channels[1][0]
+                  ->Recv(8, got.data(), 1 << 20)
+                  ->Wait(absl::Now() + absl::Seconds(30))
+                  .ok());
+  ASSERT_TRUE(again->Wait(absl::Now() + absl::Seconds(30)).ok());
+}
+
 TEST(TcpTransport, WorksOverIpv6) {
   auto probe = SocketAddress::Parse("[::1]:0");
   ASSERT_TRUE(probe.ok());

@@ -186,6 +186,15 @@ class TcpChannel final : public Channel,
   // Finds where the payload of the stream's current header goes; false if the stream must pause.
   bool Route(Stream& s);
   void FinishStripe(Stream& s);
+  // Tells the peer that this side stopped (`held`) or resumed reading `s`, where that changed: a
+  // stream paused until a receive is posted may stay unread for longer than the liveness timeout
+  // (a slower peer still computing), and Linux fails a connection whose receiver advertises a
+  // zero window that long, as if the receiver had vanished. The sender stops the stream's
+  // TCP_USER_TIMEOUT while it is held (its keepalives, the coordinator's heartbeats and the other
+  // streams still notice a vanished host) and restores it on release.
+  void TellHold(Stream& s, bool held);
+  // Fails the channel over the stream's control frame, naming `what` and the frame's payload.
+  void FailOnControl(const Stream& s, absl::string_view what);
   void Complete(uint64_t tag);
   void UpdateInterest(Stream& s);
   void Unwatch(Stream& s);

@@ -84,6 +84,13 @@ void TcpChannel::LinkLost(Stream& s, const std::string& cause, bool read_side_cl
   if (!failed_) Fail(Error(cause), /*notify=*/true);
 }
 
+void TcpChannel::FailOnControl(const Stream& s, absl::string_view what) {
+  Fail(Error(absl::StrFormat(
+           "%s (%d bytes: %s)", what, s.control.size(),
+           absl::BytesToHexString(std::string(s.control.begin(), s.control.end())))),
+       /*notify=*/true);
+}
+
 void TcpChannel::OnControlFrame(Stream& s) {
   const FrameHeader& h = s.header;
   if (absl::Status c = CheckPayload(h, s.control); !c.ok()) {
@@ -140,13 +147,23 @@ void TcpChannel::OnControlFrame(Stream& s) {
     case FrameType::kStreamsWanted: {
       if (s.control.size() != 2 || s.control[0] >= kSizeClasses || s.control[1] < 1 ||
           s.control[1] > limits_.streams) {
-        Fail(Error(absl::StrFormat(
-                 "a request for streams that cannot be met (%d bytes: %s)", s.control.size(),
-                 absl::BytesToHexString(std::string(s.control.begin(), s.control.end())))),
-             /*notify=*/true);
+        FailOnControl(s, "a request for streams that cannot be met");
         return;
       }
       class_streams_[s.control[0]].store(s.control[1], std::memory_order_relaxed);
+      return;
+    }
+    case FrameType::kStreamHold: {
+      if (s.control.size() != 2 || s.control[0] >= limits_.streams || s.control[1] > 1) {
+        FailOnControl(s, "a hold of a stream that it does not have");
+        return;
+      }
+      const Stream& held = *streams_[s.control[0]];
+      if (held.local || !held.fd.valid() || limits_.liveness_timeout <= absl::ZeroDuration())
+        return;
+      SetUnacknowledgedTimeout(held.fd.get(),
+                               s.control[1] == 1 ? absl::ZeroDuration() : limits_.liveness_timeout)
+          .IgnoreError();  // Best effort, as at attach.
       return;
     }
     default:

@@ -75,6 +75,7 @@ struct TcpChannel::Stream {
   uint8_t* dest = nullptr;
   uint64_t remaining = 0;
   bool paused = false;           // A header waits for memory or a posted receive.
+  bool hold_told = false;        // The peer was told this side stopped reading (TellHold).
   bool said_goodbye = false;     // This side sent its goodbye and shut down writing.
   bool got_goodbye = false;      // The peer said goodbye.
   std::vector<uint8_t> control;  // The payload of a control frame being read.

@@ -170,7 +170,8 @@ bool TcpChannel::BeginPayload(Stream& s) {
   }
   if (header.type == FrameType::kData) return Route(s);
   if (header.type == FrameType::kLeave || header.type == FrameType::kRendezvous ||
-      header.type == FrameType::kRendezvousDone || header.type == FrameType::kStreamsWanted) {
+      header.type == FrameType::kRendezvousDone || header.type == FrameType::kStreamsWanted ||
+      header.type == FrameType::kStreamHold) {
     // A small control frame: its payload is read like data, then handled in FinishStripe.
     if (header.payload_bytes > kMaxControlOnDataStream) {
       Fail(Error(absl::StrFormat("oversized %s frame", FrameTypeName(header.type))),
@@ -265,6 +266,7 @@ bool TcpChannel::Route(Stream& s) {
     if (!loop_->ReserveUnexpected(h.total_bytes)) {
       s.paused = true;  // Resumed when memory frees up or a receive is posted.
       UpdateInterest(s);
+      TellHold(s, true);
       return false;
     }
     it = incoming_.emplace(h.tag, std::make_unique<Incoming>()).first;
@@ -323,12 +325,20 @@ void TcpChannel::FinishStripe(Stream& s) {
   if (in.request != nullptr) Complete(s.header.tag);
 }
 
+void TcpChannel::TellHold(Stream& s, bool held) {
+  if (s.local || s.hold_told == held || failed_) return;  // Unix sockets have no user timeout.
+  s.hold_told = held;
+  SendControl(FrameType::kStreamHold, 0, 0,
+              {static_cast<uint8_t>(s.index), static_cast<uint8_t>(held ? 1 : 0)});
+}
+
 void TcpChannel::ResumePaused() {
   for (auto& stream : streams_) {
     Stream& s = *stream;
     if (!s.paused || failed_) continue;
     s.paused = false;
     if (!Route(s)) continue;
+    TellHold(s, false);
     UpdateInterest(s);
     Read(s);
   }
