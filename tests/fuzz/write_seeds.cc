@@ -114,6 +114,10 @@ int main(int argc, char** argv) {
   Write(root / "channel_fuzz", "streams_wanted",
         Bytes{1, 80, 200} + DataFrame(FrameType::kStreamsWanted, 0, 2, 1, 0, Bytes{1, 1}, true) +
             DataFrame(FrameType::kData, 1, large.size(), 1, 0, large, false));
+  Write(root / "channel_fuzz", "stream_hold",
+        Bytes{1, 80, 200} + DataFrame(FrameType::kStreamHold, 0, 2, 1, 0, Bytes{0, 1}, true) +
+            DataFrame(FrameType::kStreamHold, 0, 2, 1, 0, Bytes{0, 0}, true) +
+            DataFrame(FrameType::kData, 1, large.size(), 1, 0, large, false));
   Write(root / "channel_fuzz", "offer_and_close",
         Bytes{1, 80, 200} +
             DataFrame(FrameType::kRendezvous, 1, large.size(), 1, 0,
