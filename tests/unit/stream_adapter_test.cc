@@ -17,6 +17,17 @@ int Climb(StreamClimber& climber, int start, const std::function<double(int)>& r
   return streams;
 }
 
+// A climber over 32 connections: a baseline of two samples at `from` (rate `base`), which asks for
+// every connection, then the top's first sample (dropped: cold streams) and two at `top`. Returns
+// the count asked for after them.
+int TryTheTop(StreamClimber& climber, int from, double base, double top) {
+  climber.Observe(from, base);
+  EXPECT_EQ(climber.Observe(from, base), 32);
+  climber.Observe(32, 0);
+  climber.Observe(32, top);
+  return climber.Observe(32, top);
+}
+
 // A per-flow cap: each stream carries 10, the path 80.
 double CappedPerFlow(int streams) { return std::min(10.0 * streams, 80.0); }
 
@@ -73,11 +84,7 @@ TEST(StreamClimber, TriesEveryConnectionFirstAndKeepsThemWhereEachFlowIsCapped) 
 // measuring the top again.
 TEST(StreamClimber, DoesNotTryTheTopTwice) {
   StreamClimber climber(32);
-  climber.Observe(22, 100);
-  ASSERT_EQ(climber.Observe(22, 100), 32);
-  climber.Observe(32, 0);  // Dropped: cold streams.
-  climber.Observe(32, 100);
-  EXPECT_EQ(climber.Observe(32, 100), 15);
+  EXPECT_EQ(TryTheTop(climber, 22, 100, 100), 15);
 }
 
 TEST(StreamClimber, IgnoresSamplesSentBeforeTheSenderHeardTheRequest) {
@@ -99,11 +106,7 @@ TEST(StreamClimber, IgnoresSamplesSentBeforeTheSenderHeardTheRequest) {
 // top, which then may come down.
 TEST(StreamClimber, StaysOnEveryConnectionWhereThatGained) {
   StreamClimber climber(32);
-  climber.Observe(8, 100);
-  ASSERT_EQ(climber.Observe(8, 100), 32);
-  climber.Observe(32, 0);  // Dropped: cold streams.
-  climber.Observe(32, 200);
-  ASSERT_EQ(climber.Observe(32, 200), 32);
+  ASSERT_EQ(TryTheTop(climber, 8, 100, 200), 32);
   // Three settled periods and their re-checks, each with a sample far below and far above the
   // best: never another count.
   for (int i = 0; i < 3 * (StreamClimber::kSettledSamples + StreamClimber::kTrialSamples); ++i) {
