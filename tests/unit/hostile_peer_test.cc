@@ -173,6 +173,42 @@ TEST(HostilePeer, ASealThatArrivesLateIsWaitedForWithoutSpinning) {
   mesh.ExpectVictimStillServes();
 }
 
+// A call abandoned (DiscardTagsBelow) after a frame's payload arrived but before its seal: the
+// seal is still read and checked, the message dropped, and the stream carries the next one. The
+// abandon used to free the message while the stream still meant to finish its frame, whose end
+// then looked the message up and dereferenced the end of the map (a SIGSEGV on the progress
+// thread, seen on four continents when a membership change abandoned a call mid-frame).
+TEST(HostilePeer, ACallAbandonedWhileAFramesSealIsOnTheWayDropsTheFrame) {
+  HostileMesh mesh;
+  const std::vector<uint8_t> dropped(4096, 0x3c);
+  const std::vector<uint8_t> frame =
+      mesh.to_victim[0].Frame(DataHeader(4, dropped.size(), 1, 0, dropped.size()), dropped);
+  std::vector<uint8_t> into(dropped.size());
+  auto abandoned = mesh.channels[0][2]->Recv(4, into.data(), into.size());
+  const size_t held_back = 5;
+  ASSERT_TRUE(WriteFully(mesh.to_victim[0].fd.get(),
+                         std::span<const uint8_t>(frame.data(), frame.size() - held_back),
+                         absl::Now() + absl::Seconds(10))
+                  .ok());
+  absl::SleepFor(absl::Milliseconds(200));  // The payload is read; the seal is not there yet.
+  mesh.channels[0][2]->DiscardTagsBelow(5, absl::CancelledError("the call was abandoned"));
+  const absl::Status outcome = abandoned->Wait(absl::Now() + absl::Seconds(10));
+  EXPECT_TRUE(absl::IsCancelled(outcome)) << outcome;
+  ASSERT_TRUE(
+      WriteFully(mesh.to_victim[0].fd.get(),
+                 std::span<const uint8_t>(frame.data() + frame.size() - held_back, held_back),
+                 absl::Now() + absl::Seconds(10))
+          .ok());
+  const std::vector<uint8_t> next(64, 0x5a);
+  mesh.SendToVictim(0, DataHeader(6, next.size(), 1, 0, next.size()), next);
+  std::vector<uint8_t> got(next.size());
+  const absl::Status received =
+      mesh.channels[0][2]->Recv(6, got.data(), got.size())->Wait(absl::Now() + absl::Seconds(10));
+  ASSERT_TRUE(received.ok()) << received;
+  EXPECT_EQ(got, next);
+  mesh.ExpectVictimStillServes();
+}
+
 // total_bytes near 2^64 used to wrap StripeOf's arithmetic into an empty stripe that passed the
 // checks, and the buffer for it threw std::length_error out of the progress thread.
 TEST(HostilePeer, LengthThatWrapsAroundFailsTheChannelNamingThePeer) {

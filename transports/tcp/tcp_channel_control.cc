@@ -289,9 +289,12 @@ void TcpChannel::DoDiscard(uint64_t floor, const absl::Status& why) {
   for (auto it = incoming_.begin(); it != incoming_.end() && Stale(it->first);) {
     for (auto& stream : streams_) {
       Stream& s = *stream;
+      // The rest of this stripe goes nowhere; one whose payload is all read still waits for its
+      // seal, which is read and checked before the stream moves on (FinishStripe then must not
+      // look the message up).
       if (s.have_header && s.header.type == FrameType::kData && s.header.tag == it->first &&
-          s.remaining > 0 && !s.paused) {
-        s.discarding = true;  // The rest of this stripe goes nowhere.
+          !s.paused) {
+        s.discarding = true;
       }
     }
     Incoming& in = *it->second;
