@@ -13,9 +13,10 @@ namespace {
 
 // How long a call that failed waits for the next epoch: the coordinator declares a stopped rank
 // failed within its heartbeat timeout, and a link that drops everything fails within the data
-// links' liveness timeout (both at most 10 s unless configured); a crash takes a round trip.
+// links' liveness timeout (both kAutoLivenessTimeout unless configured, or ten round trips of a
+// rank's coordinator connection where those are longer); a crash takes a round trip.
 absl::Duration EpochWait(const Options& options) {
-  return 2 * std::max(options.heartbeat_timeout, absl::Seconds(10));
+  return 2 * std::max(options.heartbeat_timeout, kAutoLivenessTimeout);
 }
 
 }  // namespace

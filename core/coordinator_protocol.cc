@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/auth.h"
+#include "core/options.h"
 #include "core/wire.h"
 
 namespace hmc {
@@ -107,7 +108,7 @@ std::string CoordinatorTlsKey(const std::string& token, const std::string& serve
 
 absl::Duration HeartbeatTimeout(absl::Duration configured, absl::Duration round_trip) {
   if (configured > absl::ZeroDuration()) return configured;
-  return std::max(absl::Seconds(3), 10 * round_trip);
+  return std::max(kAutoLivenessTimeout, 10 * round_trip);
 }
 
 std::vector<uint8_t> Suspicion::Serialize() const {

@@ -27,8 +27,8 @@ inline constexpr char kWelcomeLabel[] = "hmc-welcome";
 std::string CoordinatorTlsKey(const std::string& token, const std::string& server_nonce);
 
 // How long a rank may stay silent before the coordinator declares it failed: `configured` when
-// set (option heartbeat_timeout), else ten round trips of its connection and at least 3 s, which
-// is three of the default heartbeat intervals (1 s).
+// set (option heartbeat_timeout), else ten round trips of its connection and at least
+// kAutoLivenessTimeout.
 absl::Duration HeartbeatTimeout(absl::Duration configured, absl::Duration round_trip);
 
 struct JoinRequest {

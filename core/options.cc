@@ -39,9 +39,9 @@ const OptionSpec<CoreOptions> kCoreOptions[] = {
      "How often a rank tells the coordinator it lives."},
     {"heartbeat_timeout", &CoreOptions::heartbeat_timeout,
      "Silence after which a rank is declared failed: by the coordinator (no heartbeat) and on "
-     "data links (unacknowledged data or unanswered keepalives, TCP_USER_TIMEOUT); 0 (auto): ten "
-     "round trips of the rank's coordinator connection and at least 3 s at the coordinator, 10 s "
-     "on data links (several retransmissions of a lossy 300 ms path fit in it)."},
+     "data links (unacknowledged data or unanswered keepalives, TCP_USER_TIMEOUT); 0 (auto): 10 s "
+     "(several retransmissions of a lossy 300 ms path, or a queue a link probe filled, fit in it), "
+     "or ten round trips of the rank's coordinator connection at the coordinator where longer."},
 };
 
 }  // namespace

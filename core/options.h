@@ -11,6 +11,13 @@
 
 namespace hmc {
 
+// The least silence after which a rank or a link is declared failed when heartbeat_timeout is 0
+// (auto), at the coordinator and on data links alike: several retransmission timeouts of a lossy
+// 300 ms path fit in it, and so does the queue a link probe fills (while a group of eight probed
+// its links on the emulated four continents, a live rank's heartbeats arrived 3.06 s apart, and a
+// 3 s floor removed it from the group).
+inline constexpr absl::Duration kAutoLivenessTimeout = absl::Seconds(10);
+
 // The core's tunables: how a rank finds its group (bootstrap), how its TCP links and its
 // coordinator connection are protected (TLS), and how fast failures are seen. Each has one name:
 // `foo_bar` is read from the environment variable HMC_FOO_BAR (as hmcrun sets them) and from the
@@ -37,7 +44,7 @@ struct CoreOptions {
   // Deadlines and liveness.
   absl::Duration connect_timeout = absl::Seconds(60);
   absl::Duration heartbeat_interval = absl::Seconds(1);
-  absl::Duration heartbeat_timeout = absl::ZeroDuration();  // Zero: from round trips.
+  absl::Duration heartbeat_timeout = absl::ZeroDuration();  // Zero: auto (below).
 
   static std::span<const OptionSpec<CoreOptions>> Table();
   // The values that cannot work together or at all, named.

@@ -22,10 +22,6 @@
 namespace hmc {
 namespace {
 
-// Data links fail after this long without delivering when heartbeat_timeout is auto: several
-// retransmission timeouts of a lossy 300 ms path fit in it, a vanished host does not stay hidden.
-constexpr absl::Duration kDataLinkLivenessTimeout = absl::Seconds(10);
-
 absl::StatusOr<TcpTransportConfig> TcpConfigFrom(const TransportSettings& options,
                                                  const TransportSite& site) {
   TcpTransportConfig config;
@@ -51,7 +47,7 @@ absl::StatusOr<TcpTransportConfig> TcpConfigFrom(const TransportSettings& option
   config.limits.pull_min_bytes = static_cast<uint64_t>(options.pull_min_bytes);
   config.limits.liveness_timeout = options.heartbeat_timeout > absl::ZeroDuration()
                                        ? options.heartbeat_timeout
-                                       : kDataLinkLivenessTimeout;
+                                       : kAutoLivenessTimeout;
   return config;
 }
 
