@@ -237,19 +237,40 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Create(const
 absl::Status CommunicatorImpl::ProbeAtCreation(absl::Time deadline) {
   // The probes' calls end by Create's deadline: a link that drops everything fails Create.
   setup_deadline_ = deadline;
-  if (options_.streams == 0 && size() > 1) {
-    if (absl::Status s = ProbeStreams(); !s.ok()) {
+  // A member lost meanwhile (a crash, or one the coordinator declared failed) ends the probes of
+  // its epoch; the survivors measure again in the next one. Each try but the last follows a new
+  // epoch, which a group of n ranks sees fewer than n times for losses.
+  const int tries = std::max(1, size());
+  absl::Status probed;
+  for (int attempt = 0; attempt < tries; ++attempt) {
+    const std::shared_ptr<const Group> g = group();
+    Logf("comm", "rank %d: measuring its links to %d peers at epoch %d", id_, g->size() - 1,
+         g->epoch);
+    probed = ProbeGroup(g);
+    if (probed.ok() || !health().ok() || coordinator_ == nullptr) break;
+    const absl::Status after = AfterFailure(*g, probed);
+    if (!IsMembershipChanged(after)) return probed;  // The group is unusable now.
+    probed = after;
+    Logf("comm", "rank %d: %s; measuring again", id_, after.message());
+  }
+  if (!probed.ok()) return probed;
+  setup_deadline_ = absl::InfiniteFuture();
+  return absl::OkStatus();
+}
+
+absl::Status CommunicatorImpl::ProbeGroup(const std::shared_ptr<const Group>& g) {
+  if (options_.streams == 0 && g->size() > 1) {
+    if (absl::Status s = ProbeStreams(g); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("choosing streams per peer: ", s.message()));
     }
   }
-  if (options_.probe && size() > 1) {
-    if (absl::Status s = ProbeLinks(); !s.ok()) {
+  if (options_.probe && g->size() > 1) {
+    if (absl::Status s = ProbeLinks(g); !s.ok()) {
       return absl::Status(s.code(), absl::StrCat("probing links: ", s.message()));
     }
   } else if (absl::Status s = RecordProbe(); !s.ok()) {
     return s;
   }
-  setup_deadline_ = absl::InfiniteFuture();
   return absl::OkStatus();
 }
 
@@ -499,6 +520,11 @@ std::shared_ptr<Work> CommunicatorImpl::AllReduce(const Buffer& in, const Buffer
   return LaunchAllReduce(group(), in, out, op, call, /*round=*/nullptr);
 }
 
+std::shared_ptr<Work> CommunicatorImpl::AllReduce(std::shared_ptr<const Group> g, const Buffer& in,
+                                                  const Buffer& out, ReduceOp op) {
+  return LaunchAllReduce(std::move(g), in, out, op, {}, /*round=*/nullptr);
+}
+
 std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Group> g,
                                                         const Buffer& in, const Buffer& out,
                                                         ReduceOp op, const CallOptions& call,
@@ -637,7 +663,11 @@ std::shared_ptr<Work> CommunicatorImpl::ReduceScatter(const Buffer& in, const Bu
 
 std::shared_ptr<Work> CommunicatorImpl::AllGather(const Buffer& in, const Buffer& out,
                                                   const CallOptions& call) {
-  std::shared_ptr<const Group> g = group();
+  return AllGather(group(), in, out, call);
+}
+
+std::shared_ptr<Work> CommunicatorImpl::AllGather(std::shared_ptr<const Group> g, const Buffer& in,
+                                                  const Buffer& out, const CallOptions& call) {
   absl::Status check = CheckBuffers(in, out, in.count, in.count * g->size());
   CallDescriptor d{CollectiveKind::kAllGather, in.dtype, ReduceOp::kSum, 1, 0, in.count};
   return Launch(g, d, check, "ring", call, [=](CollectiveContext& ctx) {
@@ -663,15 +693,25 @@ std::shared_ptr<Work> CommunicatorImpl::Broadcast(const Buffer& in, const Buffer
 }
 
 std::shared_ptr<Work> CommunicatorImpl::Send(const Buffer& buffer, int peer) {
-  return PointToPoint(buffer, peer, /*send=*/true);
+  return PointToPoint(group(), buffer, peer, /*send=*/true);
 }
 
 std::shared_ptr<Work> CommunicatorImpl::Recv(const Buffer& buffer, int peer) {
-  return PointToPoint(buffer, peer, /*send=*/false);
+  return PointToPoint(group(), buffer, peer, /*send=*/false);
 }
 
-std::shared_ptr<Work> CommunicatorImpl::PointToPoint(const Buffer& buffer, int peer, bool send) {
-  std::shared_ptr<const Group> g = group();
+std::shared_ptr<Work> CommunicatorImpl::Send(std::shared_ptr<const Group> g, const Buffer& buffer,
+                                             int peer) {
+  return PointToPoint(std::move(g), buffer, peer, /*send=*/true);
+}
+
+std::shared_ptr<Work> CommunicatorImpl::Recv(std::shared_ptr<const Group> g, const Buffer& buffer,
+                                             int peer) {
+  return PointToPoint(std::move(g), buffer, peer, /*send=*/false);
+}
+
+std::shared_ptr<Work> CommunicatorImpl::PointToPoint(std::shared_ptr<const Group> g,
+                                                     const Buffer& buffer, int peer, bool send) {
   CollectiveReport report;
   report.algorithm = "direct";
   report.name =
@@ -723,7 +763,12 @@ std::shared_ptr<Work> CommunicatorImpl::PointToPoint(const Buffer& buffer, int p
 }
 
 std::shared_ptr<Work> CommunicatorImpl::Barrier(const CallOptions& call) {
-  return Launch(group(), CallDescriptor{}, absl::OkStatus(), "direct", call,
+  return Barrier(group(), call);
+}
+
+std::shared_ptr<Work> CommunicatorImpl::Barrier(std::shared_ptr<const Group> g,
+                                                const CallOptions& call) {
+  return Launch(std::move(g), CallDescriptor{}, absl::OkStatus(), "direct", call,
                 [](CollectiveContext&) { return absl::OkStatus(); });
 }
 

@@ -72,6 +72,17 @@ class CommunicatorImpl {
   std::shared_ptr<Work> Broadcast(const Buffer& in, const Buffer& out, int root,
                                   const CallOptions& call = {});
   std::shared_ptr<Work> Barrier(const CallOptions& call = {});
+  // The same calls in group `g` rather than the current one: where g's epoch has ended, each fails
+  // with MembershipChanged instead of running in the next epoch. The probes make theirs so: a
+  // step that ran in the next epoch on some ranks only would leave their call counts there apart,
+  // and no call of that epoch would match again.
+  std::shared_ptr<Work> AllReduce(std::shared_ptr<const Group> g, const Buffer& in,
+                                  const Buffer& out, ReduceOp op);
+  std::shared_ptr<Work> AllGather(std::shared_ptr<const Group> g, const Buffer& in,
+                                  const Buffer& out, const CallOptions& call = {});
+  std::shared_ptr<Work> Barrier(std::shared_ptr<const Group> g, const CallOptions& call = {});
+  std::shared_ptr<Work> Send(std::shared_ptr<const Group> g, const Buffer& buffer, int peer);
+  std::shared_ptr<Work> Recv(std::shared_ptr<const Group> g, const Buffer& buffer, int peer);
 
   absl::StatusOr<AverageOutcome> Average(const Buffer& buffer, double weight,
                                          const CallOptions& call = {},
@@ -88,7 +99,7 @@ class CommunicatorImpl {
   const StreamChoice& stream_choice() const { return stream_choice_; }
   const std::string& placement() const { return placement_; }
   LinkMatrix links() const;
-  absl::Status ProbeLinks();
+  absl::Status ProbeLinks() { return ProbeLinks(group()); }
   absl::Status PutKey(const std::string& key, const std::string& value);
   std::vector<absl::StatusOr<std::string>> GetKeys(const std::vector<std::string>& keys,
                                                    absl::Time deadline);
@@ -158,7 +169,8 @@ class CommunicatorImpl {
                             size_t out_count) const;
   // Makes the communicator unusable and closes every link.
   void Abort(const absl::Status& why);
-  std::shared_ptr<Work> PointToPoint(const Buffer& buffer, int peer, bool send);
+  std::shared_ptr<Work> PointToPoint(std::shared_ptr<const Group> g, const Buffer& buffer, int peer,
+                                     bool send);
   // The call deadline for a timeout starting now: capped by Create's deadline while it probes.
   absl::Time CallDeadline(absl::Duration timeout) const;
 
@@ -207,27 +219,32 @@ class CommunicatorImpl {
   std::vector<std::string> TrialCandidates(const Group& g, const std::string& rules_choice) const;
   absl::StatusOr<AllReducePlan> PlanAllReduce(const Group& g, const Buffer& in,
                                               const CallOptions& call) const;
-  // Create's probes, as the options ask, ended by Create's deadline.
+  // Create's probes, as the options ask, ended by Create's deadline; again in the next epoch
+  // where a member was lost meanwhile.
   absl::Status ProbeAtCreation(absl::Time deadline);
+  // The probes, once, every step in group `g`.
+  absl::Status ProbeGroup(const std::shared_ptr<const Group>& g);
+  // Measures the links of `g`; the current group plans with them.
+  absl::Status ProbeLinks(const std::shared_ptr<const Group>& g);
   // The link probe's steps (link_probe.cc): this rank's incoming round trips; striping and
   // streams per link class; this rank's incoming rates with every link busy; the auto codec's
   // speed on the slowest rank; every rank's rows, through the coordinator where there is one
   // (where tools and later communicators read them), else over the channels.
-  absl::Status MeasureRoundTrips(const Group& g, LinkMatrix& matrix);
+  absl::Status MeasureRoundTrips(const std::shared_ptr<const Group>& g, LinkMatrix& matrix);
   void StripeByLinkClass(const Group& g, const LinkMatrix& matrix);
-  absl::Status MeasureRates(const Group& g, LinkMatrix& matrix);
-  absl::StatusOr<double> SlowestAutoCodecSpeed();
-  absl::Status ShareLinkRows(const Group& g, LinkMatrix& matrix);
+  absl::Status MeasureRates(const std::shared_ptr<const Group>& g, LinkMatrix& matrix);
+  absl::StatusOr<double> SlowestAutoCodecSpeed(const std::shared_ptr<const Group>& g);
+  absl::Status ShareLinkRows(const std::shared_ptr<const Group>& g, LinkMatrix& matrix);
   // Measures the ring's links and sets every channel's active streams (stream_probe.cc).
-  absl::Status ProbeStreams();
+  absl::Status ProbeStreams(const std::shared_ptr<const Group>& g);
   // Its steps: every ring link's round trip (from rank r to r + 1), shared; this rank's incoming
   // ring link's rate while it sends to its successor through `streams` (or only its end marker);
   // the group's choice from every rank's (`choice` holds this rank's, `rtt_ms` the round trip
   // into each rank), set on the channels.
-  absl::StatusOr<std::vector<int64_t>> RingLinkRoundTrips(const Group& g);
-  absl::StatusOr<double> MeasureRingLink(const Group& g, bool marker_only, absl::Duration window,
-                                         int streams);
-  absl::Status SetStreamsFromChoices(const Group& g, StreamChoice choice,
+  absl::StatusOr<std::vector<int64_t>> RingLinkRoundTrips(const std::shared_ptr<const Group>& g);
+  absl::StatusOr<double> MeasureRingLink(const std::shared_ptr<const Group>& g, bool marker_only,
+                                         absl::Duration window, int streams);
+  absl::Status SetStreamsFromChoices(const std::shared_ptr<const Group>& g, StreamChoice choice,
                                      const std::vector<double>& rtt_ms);
   // Rank 0 keeps the newest link probe in the coordinator (LinkProbeKey) for ranks that join
   // later; an empty record where links were not probed.

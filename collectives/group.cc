@@ -5,6 +5,31 @@
 #include <string>
 
 namespace hmc {
+namespace {
+
+// The links among `ids` (stable ids) in `world_links`, by dense rank; unmeasured where a member's
+// are not known (joiner_links.h): the group plans without.
+LinkMatrix MemberLinks(const std::vector<int>& ids, const LinkMatrix& world_links) {
+  const bool all_measured =
+      world_links.measured() &&
+      std::all_of(ids.begin(), ids.end(), [&](int id) { return id < world_links.size; });
+  if (!all_measured) return {};
+  LinkMatrix links;
+  const int n = static_cast<int>(ids.size());
+  links.size = n;
+  links.auto_codec_bytes_per_s = world_links.auto_codec_bytes_per_s;
+  links.rtt_ms.assign(n * n, 0.0);
+  links.mbit.assign(n * n, 0.0);
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      links.rtt_ms[a * n + b] = world_links.rtt(ids[a], ids[b]);
+      links.mbit[a * n + b] = world_links.rate(ids[a], ids[b]);
+    }
+  }
+  return links;
+}
+
+}  // namespace
 
 std::shared_ptr<const Group> Group::Make(
     const PeerTable& table, int self_id,
@@ -22,26 +47,12 @@ std::shared_ptr<const Group> Group::Make(
     g->zone_of.push_back(zones.emplace(p.zone, static_cast<int>(zones.size())).first->second);
   }
   g->peers.world_size = g->size();
-  // A member whose links are not known (joiner_links.h): the group plans without.
-  const bool all_measured =
-      world_links.measured() &&
-      std::all_of(g->ids.begin(), g->ids.end(), [&](int id) { return id < world_links.size; });
-  if (all_measured) {
-    LinkMatrix links;
-    const int n = g->size();
-    links.size = n;
-    links.auto_codec_bytes_per_s = world_links.auto_codec_bytes_per_s;
-    links.rtt_ms.assign(n * n, 0.0);
-    links.mbit.assign(n * n, 0.0);
-    for (int a = 0; a < n; ++a) {
-      for (int b = 0; b < n; ++b) {
-        links.rtt_ms[a * n + b] = world_links.rtt(g->ids[a], g->ids[b]);
-        links.mbit[a * n + b] = world_links.rate(g->ids[a], g->ids[b]);
-      }
-    }
-    g->links = std::make_shared<const LinkMatrix>(std::move(links));
-  }
+  g->links = std::make_shared<const LinkMatrix>(MemberLinks(g->ids, world_links));
   return g;
+}
+
+std::shared_ptr<const Group> Group::WithWorldLinks(const LinkMatrix& world_links) const {
+  return WithLinks(MemberLinks(ids, world_links));
 }
 
 std::shared_ptr<const Group> Group::WithLinks(LinkMatrix links) const {

@@ -40,6 +40,8 @@ struct Group {
       const std::vector<std::shared_ptr<Channel>>& world_channels, const LinkMatrix& world_links);
   // This group with the link matrix `links` (by dense rank), as a probe measured it.
   std::shared_ptr<const Group> WithLinks(LinkMatrix links) const;
+  // This group with its members' links taken from `world_links` (by stable id).
+  std::shared_ptr<const Group> WithWorldLinks(const LinkMatrix& world_links) const;
 };
 
 }  // namespace hmc

@@ -17,6 +17,8 @@ namespace hmc {
 namespace {
 
 constexpr uint64_t kLongLinkStripeMinBytes = 16 << 10;
+// How long one wait for the members' rows of links lasts before the epoch is looked at again.
+constexpr absl::Duration kRowWait = absl::Seconds(1);
 
 }  // namespace
 
@@ -96,41 +98,42 @@ std::string LinkMatrix::ToTable() const {
   return text;
 }
 
-absl::Status CommunicatorImpl::ProbeLinks() {
-  const std::shared_ptr<const Group> g = group();
+absl::Status CommunicatorImpl::ProbeLinks(const std::shared_ptr<const Group>& g) {
   const int n = g->size();
   LinkMatrix matrix;
   matrix.size = n;
   matrix.rtt_ms.assign(n * n, 0.0);
   matrix.mbit.assign(n * n, 0.0);
-  if (absl::Status s = MeasureRoundTrips(*g, matrix); !s.ok()) return s;
+  if (absl::Status s = MeasureRoundTrips(g, matrix); !s.ok()) return s;
   StripeByLinkClass(*g, matrix);
-  if (absl::Status s = MeasureRates(*g, matrix); !s.ok()) return s;
-  absl::StatusOr<double> speed = SlowestAutoCodecSpeed();
+  if (absl::Status s = MeasureRates(g, matrix); !s.ok()) return s;
+  absl::StatusOr<double> speed = SlowestAutoCodecSpeed(g);
   if (!speed.ok()) return speed.status();
   matrix.auto_codec_bytes_per_s = *speed;
-  if (absl::Status s = ShareLinkRows(*g, matrix); !s.ok()) return s;
+  if (absl::Status s = ShareLinkRows(g, matrix); !s.ok()) return s;
   {
+    // Every member's row arrived, so every member that gets here holds this matrix: it stands
+    // even where the membership changed since (were a member to drop it while another kept it,
+    // one would measure again while the other went on with its calls, and neither call would
+    // match). The newer epoch's links follow from it, as Adopt derives them.
     MutexLock lock(&mu_);
-    if (group_->epoch != g->epoch) {
-      return MembershipChangedError(g->epoch, group_->epoch,
-                                    "the membership changed while probing");
-    }
     probe_ = LinkProbeRecord{g->ids, matrix};
-    group_ = g->WithLinks(std::move(matrix));
+    group_ = group_->epoch == g->epoch ? g->WithLinks(std::move(matrix))
+                                       : group_->WithWorldLinks(WorldLinks(probe_, world_table_));
   }
   return RecordProbe();
 }
 
-absl::Status CommunicatorImpl::MeasureRoundTrips(const Group& g, LinkMatrix& matrix) {
+absl::Status CommunicatorImpl::MeasureRoundTrips(const std::shared_ptr<const Group>& g,
+                                                 LinkMatrix& matrix) {
   // With each peer at once, a thread per peer.
-  const int n = g.size(), self = g.rank;
+  const int n = g->size(), self = g->rank;
   std::vector<absl::Status> errors(n);
   std::vector<std::thread> threads;
   for (int p = 0; p < n; ++p) {
     if (p == self) continue;
     threads.emplace_back([&, p] {
-      absl::StatusOr<absl::Duration> rtt = FastestRoundTrip(*this, p, kProbePings);
+      absl::StatusOr<absl::Duration> rtt = FastestRoundTrip(*this, g, p, kProbePings);
       if (rtt.ok()) {
         matrix.rtt_ms[p * n + self] = absl::ToDoubleMilliseconds(*rtt);
       } else {
@@ -162,15 +165,17 @@ void CommunicatorImpl::StripeByLinkClass(const Group& g, const LinkMatrix& matri
   }
 }
 
-absl::Status CommunicatorImpl::MeasureRates(const Group& g, LinkMatrix& matrix) {
-  const int n = g.size(), self = g.rank;
-  const std::vector<std::shared_ptr<Channel>>& channels = g.channels;
+absl::Status CommunicatorImpl::MeasureRates(const std::shared_ptr<const Group>& g,
+                                            LinkMatrix& matrix) {
+  const int n = g->size(), self = g->rank;
+  const std::vector<std::shared_ptr<Channel>>& channels = g->channels;
   // At least a tenth of a second: this probe runs at every creation (the streams probe, which
   // reads one stream's rate inside a zone, needs half a second).
   double window_s = absl::ToDoubleSeconds(
       ProbeWindow(absl::Milliseconds(matrix.LongestRtt()), absl::Milliseconds(100)));
   const Buffer window_buffer{&window_s, 1, DType::kF64};
-  if (absl::Status s = AllReduce(window_buffer, window_buffer, ReduceOp::kMax)->Wait(); !s.ok()) {
+  if (absl::Status s = AllReduce(g, window_buffer, window_buffer, ReduceOp::kMax)->Wait();
+      !s.ok()) {
     return s;
   }
   // Every rank streams to every peer at once for the window, a sender and a receiver thread per
@@ -182,11 +187,11 @@ absl::Status CommunicatorImpl::MeasureRates(const Group& g, LinkMatrix& matrix) 
     if (p == self) continue;
     threads.emplace_back([&, p] {
       send_errors[p] =
-          SendProbeChunks(*this, p, window, kProbeChunksPerStream * ActiveStreams(*channels[p]),
+          SendProbeChunks(*this, g, p, window, kProbeChunksPerStream * ActiveStreams(*channels[p]),
                           channels[p]->local());
     });
     threads.emplace_back([&, p] {
-      absl::StatusOr<double> rate = ReceiveProbeChunks(*this, p, *channels[p]);
+      absl::StatusOr<double> rate = ReceiveProbeChunks(*this, g, p, *channels[p]);
       if (!rate.ok()) {
         receive_errors[p] = rate.status();
       } else if (!channels[p]->local()) {
@@ -202,7 +207,8 @@ absl::Status CommunicatorImpl::MeasureRates(const Group& g, LinkMatrix& matrix) 
   return absl::OkStatus();
 }
 
-absl::StatusOr<double> CommunicatorImpl::SlowestAutoCodecSpeed() {
+absl::StatusOr<double> CommunicatorImpl::SlowestAutoCodecSpeed(
+    const std::shared_ptr<const Group>& g) {
   // The slowest rank's, so that every rank makes the same choice.
   absl::StatusOr<std::unique_ptr<Codec>> codec = MakeCodec(kAutoCodec);
   if (!codec.ok()) return codec.status();
@@ -217,21 +223,22 @@ absl::StatusOr<double> CommunicatorImpl::SlowestAutoCodecSpeed() {
                                 std::max(1e-9, absl::ToDoubleSeconds(absl::Now() - start)));
   }
   const Buffer speed_buffer{&speed, 1, DType::kF64};
-  if (absl::Status s = AllReduce(speed_buffer, speed_buffer, ReduceOp::kMin)->Wait(); !s.ok()) {
+  if (absl::Status s = AllReduce(g, speed_buffer, speed_buffer, ReduceOp::kMin)->Wait(); !s.ok()) {
     return s;
   }
   return speed;
 }
 
-absl::Status CommunicatorImpl::ShareLinkRows(const Group& g, LinkMatrix& matrix) {
-  const int n = g.size(), self = g.rank;
+absl::Status CommunicatorImpl::ShareLinkRows(const std::shared_ptr<const Group>& g,
+                                             LinkMatrix& matrix) {
+  const int n = g->size(), self = g->rank;
   if (coordinator_ == nullptr) {
     std::vector<double> mine(2 * n), all(2 * n * n);
     for (int from = 0; from < n; ++from) {
       mine[from] = matrix.rtt(from, self);
       mine[n + from] = matrix.rate(from, self);
     }
-    absl::Status s = AllGather(Buffer{mine.data(), mine.size(), DType::kF64},
+    absl::Status s = AllGather(g, Buffer{mine.data(), mine.size(), DType::kF64},
                                Buffer{all.data(), all.size(), DType::kF64})
                          ->Wait();
     if (!s.ok()) return s;
@@ -245,12 +252,12 @@ absl::Status CommunicatorImpl::ShareLinkRows(const Group& g, LinkMatrix& matrix)
   }
   // Keyed by the epoch and the probe's count within it, which every member of the epoch agrees
   // on (a rank that joined counts from its first epoch, as the others do there).
-  if (probe_epoch_ != g.epoch) {
-    probe_epoch_ = g.epoch;
+  if (probe_epoch_ != g->epoch) {
+    probe_epoch_ = g->epoch;
     probes_in_epoch_ = 0;
   }
   const std::string prefix =
-      absl::StrFormat("hmc/links/%s/%d.%d/", options_.world_id, g.epoch, probes_in_epoch_++);
+      absl::StrFormat("hmc/links/%s/%d.%d/", options_.world_id, g->epoch, probes_in_epoch_++);
   const absl::Time deadline = absl::Now() + options_.connect_timeout;
   if (absl::Status s =
           coordinator_->Put(absl::StrCat(prefix, self), matrix.SerializeRow(self), deadline);
@@ -258,15 +265,39 @@ absl::Status CommunicatorImpl::ShareLinkRows(const Group& g, LinkMatrix& matrix)
     return s;
   }
   // Every row, this rank's too, is read back from its text, so all ranks hold the same bits; all
-  // in one round trip to the coordinator.
-  std::vector<std::string> keys;
-  for (int r = 0; r < n; ++r) keys.push_back(absl::StrCat(prefix, r));
-  std::vector<absl::StatusOr<std::string>> rows = coordinator_->GetMany(keys, deadline);
-  for (int r = 0; r < n; ++r) {
-    if (!rows[r].ok()) return rows[r].status();
-    if (absl::Status s = matrix.ParseRow(r, *rows[r]); !s.ok()) return s;
+  // in one round trip to the coordinator, while the rows are there. A member lost before it sent
+  // its row never will: the epoch that removes it ends the wait (looked at between waits of a
+  // second), not Create's deadline.
+  std::vector<bool> parsed(n, false);
+  absl::Status missing;
+  for (int64_t wait = 0; wait <= options_.connect_timeout / kRowWait; ++wait) {
+    std::vector<std::string> keys;
+    std::vector<int> rows_asked;
+    for (int r = 0; r < n; ++r) {
+      if (parsed[r]) continue;
+      keys.push_back(absl::StrCat(prefix, r));
+      rows_asked.push_back(r);
+    }
+    if (keys.empty()) return absl::OkStatus();
+    const std::vector<absl::StatusOr<std::string>> rows =
+        coordinator_->GetMany(keys, std::min(deadline, absl::Now() + kRowWait));
+    missing = absl::OkStatus();
+    for (size_t k = 0; k < keys.size(); ++k) {
+      if (!rows[k].ok()) {
+        if (!absl::IsDeadlineExceeded(rows[k].status())) return rows[k].status();
+        missing = rows[k].status();
+        continue;
+      }
+      if (absl::Status s = matrix.ParseRow(rows_asked[k], *rows[k]); !s.ok()) return s;
+      parsed[rows_asked[k]] = true;
+    }
+    if (missing.ok()) return absl::OkStatus();
+    if (const uint32_t now = epoch(); now != g->epoch) {
+      return MembershipChangedError(g->epoch, now, "a member's links never came");
+    }
+    if (absl::Now() >= deadline) break;
   }
-  return absl::OkStatus();
+  return missing;
 }
 
 absl::Status CommunicatorImpl::RecordProbe() {

@@ -231,8 +231,6 @@ uint32_t CommunicatorImpl::EpochToAdopt() const {
 
 void CommunicatorImpl::Adopt(uint32_t epoch) {
   PeerTable table;
-  LinkProbeRecord probe;
-  std::vector<std::shared_ptr<Channel>> channels;
   uint32_t before;
   bool at_boundary = false;
   {
@@ -245,17 +243,18 @@ void CommunicatorImpl::Adopt(uint32_t epoch) {
     } else {
       table = world_table_;
     }
-    probe = probe_;
-    channels = world_channels_;
   }
   // Nothing of the old epoch is in flight at a round boundary; what it left queued goes.
   if (at_boundary) {
     DiscardEpochsBefore(epoch, MembershipChangedError(before, epoch, "members joined"));
   }
   const absl::Time start = absl::Now();
-  std::shared_ptr<const Group> g = Group::Make(table, id_, channels, WorldLinks(probe, table));
+  std::shared_ptr<const Group> g;
   {
+    // With the probe as it is now: one that finished meanwhile (ProbeLinks) would be lost if the
+    // group were made from the probe before it.
     MutexLock lock(&mu_);
+    g = Group::Make(table, id_, world_channels_, WorldLinks(probe_, table));
     group_ = g;
     next_sequence_ = 1;
     sends_to_.clear();

@@ -74,8 +74,8 @@ double RateMeter::Mbit() const {
   return bytes * 8 / absl::ToDoubleSeconds(end - from) / 1e6;
 }
 
-absl::Status SendProbeChunks(CommunicatorImpl& comm, int peer, absl::Duration window, size_t depth,
-                             bool marker_only) {
+absl::Status SendProbeChunks(CommunicatorImpl& comm, const std::shared_ptr<const Group>& g,
+                             int peer, absl::Duration window, size_t depth, bool marker_only) {
   static const std::vector<uint8_t> chunk(kChunkBytes, 0);
   static const std::vector<uint8_t> last = [] {
     std::vector<uint8_t> v(kChunkBytes, 0);
@@ -84,7 +84,7 @@ absl::Status SendProbeChunks(CommunicatorImpl& comm, int peer, absl::Duration wi
   }();
   // The point-to-point API takes mutable buffers; sends only read them.
   auto send = [&](const std::vector<uint8_t>& bytes) {
-    return comm.Send(Buffer{const_cast<uint8_t*>(bytes.data()), bytes.size(), DType::kU8}, peer);
+    return comm.Send(g, Buffer{const_cast<uint8_t*>(bytes.data()), bytes.size(), DType::kU8}, peer);
   };
   absl::Status status;
   const absl::Time stop = absl::Now() + window;
@@ -103,7 +103,9 @@ absl::Status SendProbeChunks(CommunicatorImpl& comm, int peer, absl::Duration wi
   return status;
 }
 
-absl::StatusOr<double> ReceiveProbeChunks(CommunicatorImpl& comm, int peer, const Channel& link) {
+absl::StatusOr<double> ReceiveProbeChunks(CommunicatorImpl& comm,
+                                          const std::shared_ptr<const Group>& g, int peer,
+                                          const Channel& link) {
   std::vector<uint8_t> received(kChunkBytes);
   RateMeter meter(absl::Now());
   uint64_t counted = link.stats().bytes_received;
@@ -118,7 +120,7 @@ absl::StatusOr<double> ReceiveProbeChunks(CommunicatorImpl& comm, int peer, cons
   };
   for (bool done = false; !done;) {
     std::shared_ptr<Work> work =
-        comm.Recv(Buffer{received.data(), received.size(), DType::kU8}, peer);
+        comm.Recv(g, Buffer{received.data(), received.size(), DType::kU8}, peer);
     for (int i = 0; i < kMaxReadsPerChunk && !work->done(); ++i) {
       (void)work->Wait(absl::Now() + kReadEvery);
       count_arrivals();
@@ -131,16 +133,18 @@ absl::StatusOr<double> ReceiveProbeChunks(CommunicatorImpl& comm, int peer, cons
   return meter.Mbit();
 }
 
-absl::StatusOr<absl::Duration> FastestRoundTrip(CommunicatorImpl& comm, int peer, int pings) {
+absl::StatusOr<absl::Duration> FastestRoundTrip(CommunicatorImpl& comm,
+                                                const std::shared_ptr<const Group>& g, int peer,
+                                                int pings) {
   auto wait = [](const std::shared_ptr<Work>& w) { return w->Wait(); };
   int64_t ping = 0, got = 0;
   absl::Duration fastest = absl::InfiniteDuration();
   for (int i = 0; i < pings; ++i) {
     const absl::Time start = absl::Now();
-    auto sent = comm.Send(Buffer{&ping, 1, DType::kI64}, peer);
-    absl::Status status = wait(comm.Recv(Buffer{&got, 1, DType::kI64}, peer));
-    if (status.ok()) status = wait(comm.Send(Buffer{&ping, 1, DType::kI64}, peer));
-    if (status.ok()) status = wait(comm.Recv(Buffer{&got, 1, DType::kI64}, peer));
+    auto sent = comm.Send(g, Buffer{&ping, 1, DType::kI64}, peer);
+    absl::Status status = wait(comm.Recv(g, Buffer{&got, 1, DType::kI64}, peer));
+    if (status.ok()) status = wait(comm.Send(g, Buffer{&ping, 1, DType::kI64}, peer));
+    if (status.ok()) status = wait(comm.Recv(g, Buffer{&got, 1, DType::kI64}, peer));
     if (absl::Status s = wait(sent); status.ok()) status = s;
     if (!status.ok()) return status;
     fastest = std::min(fastest, absl::Now() - start);
@@ -148,8 +152,7 @@ absl::StatusOr<absl::Duration> FastestRoundTrip(CommunicatorImpl& comm, int peer
   return fastest;
 }
 
-absl::Status CommunicatorImpl::ProbeStreams() {
-  const std::shared_ptr<const Group> g = group();
+absl::Status CommunicatorImpl::ProbeStreams(const std::shared_ptr<const Group>& g) {
   const int n = g->size();
   const int self = g->rank;  // This rank, in the group.
   const int prev = (self + n - 1) % n;
@@ -158,7 +161,7 @@ absl::Status CommunicatorImpl::ProbeStreams() {
   Channel& in = *g->channels[prev];
   const bool in_fixed = in.local() || in.parallel_streams() == nullptr;
   const int max_streams = options_.connections_per_peer();
-  absl::StatusOr<std::vector<int64_t>> link_rtt_us = RingLinkRoundTrips(*g);
+  absl::StatusOr<std::vector<int64_t>> link_rtt_us = RingLinkRoundTrips(g);
   if (!link_rtt_us.ok()) return link_rtt_us.status();
   auto long_link_from = [&](int r) { return (*link_rtt_us)[r] >= kLongLinkRttMs * 1000; };
 
@@ -178,9 +181,9 @@ absl::Status CommunicatorImpl::ProbeStreams() {
     const absl::Duration window =
         ProbeWindow(absl::Microseconds(longest_us), absl::Milliseconds(500));
     const bool marker_only = long_link_from(self) != long_class;
-    absl::StatusOr<double> one_stream = MeasureRingLink(*g, marker_only, window, 1);
+    absl::StatusOr<double> one_stream = MeasureRingLink(g, marker_only, window, 1);
     if (!one_stream.ok()) return one_stream.status();
-    absl::StatusOr<double> all_streams = MeasureRingLink(*g, marker_only, window, max_streams);
+    absl::StatusOr<double> all_streams = MeasureRingLink(g, marker_only, window, max_streams);
     if (!all_streams.ok()) return all_streams.status();
     if (long_link_from(prev) == long_class) {
       one = *one_stream;
@@ -197,30 +200,31 @@ absl::Status CommunicatorImpl::ProbeStreams() {
     choice.all_streams_mbit = all;
     choice.link_choice = StreamsToReach(one, all, max_streams);
   }
-  return SetStreamsFromChoices(*g, choice, rtt_ms);
+  return SetStreamsFromChoices(g, choice, rtt_ms);
 }
 
-absl::StatusOr<std::vector<int64_t>> CommunicatorImpl::RingLinkRoundTrips(const Group& g) {
+absl::StatusOr<std::vector<int64_t>> CommunicatorImpl::RingLinkRoundTrips(
+    const std::shared_ptr<const Group>& g) {
   // Each link is timed by its sender while its receiver answers (with two ranks the one link
   // serves both), then shared: every rank must put each link in the same class.
-  const int n = g.size();
-  const int next = (g.rank + 1) % n, prev = (g.rank + n - 1) % n;
+  const int n = g->size();
+  const int next = (g->rank + 1) % n, prev = (g->rank + n - 1) % n;
   absl::StatusOr<absl::Duration> to_next;
   absl::Status answering_prev;
   {
     std::thread answer;
     if (prev != next) {
       answer = std::thread(
-          [&] { answering_prev = FastestRoundTrip(*this, prev, kProbePings).status(); });
+          [&] { answering_prev = FastestRoundTrip(*this, g, prev, kProbePings).status(); });
     }
-    to_next = FastestRoundTrip(*this, next, kProbePings);
+    to_next = FastestRoundTrip(*this, g, next, kProbePings);
     if (answer.joinable()) answer.join();
   }
   if (!to_next.ok()) return to_next.status();
   if (!answering_prev.ok()) return answering_prev;
   int64_t mine = absl::ToInt64Microseconds(*to_next);
   std::vector<int64_t> link_rtt_us(n);  // Of the link from rank r to rank r + 1.
-  if (absl::Status s = AllGather(Buffer{&mine, 1, DType::kI64},
+  if (absl::Status s = AllGather(g, Buffer{&mine, 1, DType::kI64},
                                  Buffer{link_rtt_us.data(), link_rtt_us.size(), DType::kI64})
                            ->Wait();
       !s.ok()) {
@@ -229,33 +233,35 @@ absl::StatusOr<std::vector<int64_t>> CommunicatorImpl::RingLinkRoundTrips(const 
   return link_rtt_us;
 }
 
-absl::StatusOr<double> CommunicatorImpl::MeasureRingLink(const Group& g, bool marker_only,
-                                                         absl::Duration window, int streams) {
-  const int n = g.size();
-  const int next = (g.rank + 1) % n, prev = (g.rank + n - 1) % n;
-  Channel& out = *g.channels[next];
+absl::StatusOr<double> CommunicatorImpl::MeasureRingLink(const std::shared_ptr<const Group>& g,
+                                                         bool marker_only, absl::Duration window,
+                                                         int streams) {
+  const int n = g->size();
+  const int next = (g->rank + 1) % n, prev = (g->rank + n - 1) % n;
+  Channel& out = *g->channels[next];
   ParallelStreams* out_streams = out.parallel_streams();
   const bool out_fixed = out.local() || out_streams == nullptr;
   if (!out_fixed) out_streams->SetActiveStreams(streams);
   absl::Status send_status;
   std::thread sender([&] {
-    send_status = SendProbeChunks(*this, next, window, kProbeChunksPerStream * streams,
+    send_status = SendProbeChunks(*this, g, next, window, kProbeChunksPerStream * streams,
                                   marker_only || out_fixed);
   });
-  absl::StatusOr<double> rate = ReceiveProbeChunks(*this, prev, *g.channels[prev]);
+  absl::StatusOr<double> rate = ReceiveProbeChunks(*this, g, prev, *g->channels[prev]);
   sender.join();
   if (!rate.ok()) return rate.status();
   if (!send_status.ok()) return send_status;
   // The next measurement's chunks must not reach a receiver still waiting for this one's marker.
-  if (absl::Status s = Barrier()->Wait(); !s.ok()) return s;
+  if (absl::Status s = Barrier(g)->Wait(); !s.ok()) return s;
   return *rate;
 }
 
-absl::Status CommunicatorImpl::SetStreamsFromChoices(const Group& g, StreamChoice choice,
+absl::Status CommunicatorImpl::SetStreamsFromChoices(const std::shared_ptr<const Group>& g,
+                                                     StreamChoice choice,
                                                      const std::vector<double>& rtt_ms) {
   int64_t link_choice = choice.link_choice;  // 0 where this rank's incoming link is fixed.
-  std::vector<int64_t> choices(g.size());    // Of the link into rank r.
-  if (absl::Status s = AllGather(Buffer{&link_choice, 1, DType::kI64},
+  std::vector<int64_t> choices(g->size());   // Of the link into rank r.
+  if (absl::Status s = AllGather(g, Buffer{&link_choice, 1, DType::kI64},
                                  Buffer{choices.data(), choices.size(), DType::kI64})
                            ->Wait();
       !s.ok()) {
@@ -268,7 +274,7 @@ absl::Status CommunicatorImpl::SetStreamsFromChoices(const Group& g, StreamChoic
   std::tie(choice.long_streams, choice.short_streams) =
       wanted > 0 ? StreamsByLinkClass(choices, rtt_ms) : std::pair{choice.streams, choice.streams};
   // Each link gets its class's count once the link probe knows its round trip.
-  for (const auto& channel : g.channels) {
+  for (const auto& channel : g->channels) {
     if (channel != nullptr && channel->parallel_streams() != nullptr) {
       channel->parallel_streams()->SetActiveStreams(choice.streams);
     }

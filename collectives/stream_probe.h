@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -13,6 +14,7 @@ namespace hmc {
 
 class Channel;
 class CommunicatorImpl;
+struct Group;
 
 // How many of its parallel connections per peer a communicator spreads sends over, and what the
 // probe at creation measured to choose it (HMC_STREAMS=0). On a wide-area path one TCP stream is
@@ -60,11 +62,14 @@ int StreamsToReach(double one_mbit, double all_mbit, int max_streams);
 std::pair<int, int> StreamsByLinkClass(const std::vector<int64_t>& choices,
                                        const std::vector<double>& rtt_ms);
 
+// Every call of these is made in group `g` (a probe's steps all belong to one epoch).
 // The fastest of `pings` round trips with `peer`, which must call this for this rank at the same
 // time: both sides ping first and then answer the other's ping, so each answer leaves as soon as
 // its ping arrives and the time is this link's alone (a ring of pings would wait on its slowest
 // link).
-absl::StatusOr<absl::Duration> FastestRoundTrip(CommunicatorImpl& comm, int peer, int pings);
+absl::StatusOr<absl::Duration> FastestRoundTrip(CommunicatorImpl& comm,
+                                                const std::shared_ptr<const Group>& g, int peer,
+                                                int pings);
 // The pings both probes take per link: the fastest of five is the link's own round trip, not a
 // moment's queue.
 inline constexpr int kProbePings = 5;
@@ -91,9 +96,11 @@ inline constexpr size_t kProbeChunksPerStream = 2;
 // The sender streams chunks to `peer` for `window`, at most `depth` in flight (none at all where
 // `marker_only`), then an end marker; the receiver takes them up to the marker and returns the
 // rate a RateMeter saw of the bytes `link` (the channel from `peer`) read, Mbit/s.
-absl::Status SendProbeChunks(CommunicatorImpl& comm, int peer, absl::Duration window, size_t depth,
-                             bool marker_only);
-absl::StatusOr<double> ReceiveProbeChunks(CommunicatorImpl& comm, int peer, const Channel& link);
+absl::Status SendProbeChunks(CommunicatorImpl& comm, const std::shared_ptr<const Group>& g,
+                             int peer, absl::Duration window, size_t depth, bool marker_only);
+absl::StatusOr<double> ReceiveProbeChunks(CommunicatorImpl& comm,
+                                          const std::shared_ptr<const Group>& g, int peer,
+                                          const Channel& link);
 
 // How long both probes measure a rate: twenty round trips of the longest link measured, long
 // enough to leave slow start behind, at most 2 s, and at least `floor` (each probe's own: a

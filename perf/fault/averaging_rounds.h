@@ -22,6 +22,11 @@ double RoundWeight(int id, uint64_t round);
 // FNV-1a of the vector's bytes.
 uint64_t HashFloats(const std::vector<float>& values);
 
+// hmc-fault-rank's exit code when the group removed it (a rank stopped past the heartbeat
+// timeout), and when a round failed otherwise.
+inline constexpr int kExitRemoved = 4;
+inline constexpr int kExitRoundFailed = 3;
+
 // One committed round as a rank reports it: a line "committed round=R epoch=E attempts=A
 // contributors=0,1,3 weights=1,2,4 hash=H unix_ms=T".
 struct CommittedRound {

@@ -37,6 +37,9 @@ ABSL_FLAG(absl::Duration, stop_for, absl::Seconds(4), "How long a stopped rank s
 ABSL_FLAG(uint32_t, seed, 1, "Seed of the first trial (each trial adds one).");
 ABSL_FLAG(std::string, work_dir, "/tmp", "Where the ranks' output goes.");
 ABSL_FLAG(bool, verbose, false, "Print every trial's problems.");
+ABSL_FLAG(bool, at_creation, false,
+          "Kills and stops land while the group measures its links at creation (the ranks "
+          "probe their links), not after two rounds.");
 
 namespace {
 
@@ -121,6 +124,8 @@ int main(int argc, char** argv) {
       spec.stop_for = absl::GetFlag(FLAGS_stop_for);
       spec.state = absl::GetFlag(FLAGS_state);
       spec.limit = absl::GetFlag(FLAGS_limit);
+      spec.at_creation = absl::GetFlag(FLAGS_at_creation);
+      spec.probe = spec.at_creation;
       std::string cut_host;
       if (!hosts.empty()) {
         const int n = static_cast<int>(hosts.size());

@@ -59,14 +59,14 @@ int CompareWithAllReduce(hmc::Communicator& comm, std::vector<float>& values, in
     if (absl::Status s = comm.AllReduce(buffer, buffer, hmc::ReduceOp::kSum, call)->Wait();
         !s.ok()) {
       std::fprintf(stderr, "allreduce: %s\n", s.ToString().c_str());
-      return 3;
+      return hmc::fault::kExitRoundFailed;
     }
     plain_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
     hmc::fault::FillRound(comm.id(), i, values);
     start = absl::Now();
     if (auto r = comm.Average(buffer, hmc::fault::RoundWeight(comm.id(), i), call); !r.ok()) {
       std::fprintf(stderr, "average: %s\n", r.status().ToString().c_str());
-      return 3;
+      return hmc::fault::kExitRoundFailed;
     }
     average_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
   }
@@ -92,7 +92,10 @@ int main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<hmc::Communicator>> comm = hmc::Communicator::Create(*options);
   if (!comm.ok()) {
     std::fprintf(stderr, "hmc-fault-rank: %s\n", comm.status().ToString().c_str());
-    return 1;
+    // A rank stopped while the group formed finds that it was removed (fault_trial.cc's code 4).
+    return absl::StrContains(comm.status().message(), "removed from the group")
+               ? hmc::fault::kExitRemoved
+               : 1;
   }
   const int id = (*comm)->id();
   std::printf("joined id=%d\n", id);
@@ -129,13 +132,13 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       return absl::StrContains(outcome.status().message(), "removed from the group") ||
                      absl::StrContains((*comm)->health().message(), "removed from the group")
-                 ? 4
-                 : 3;
+                 ? hmc::fault::kExitRemoved
+                 : hmc::fault::kExitRoundFailed;
     }
     if (outcome->round != static_cast<uint64_t>(round)) {
       std::printf("error round=%d: the communicator committed round %d\n", round,
                   static_cast<int>(outcome->round));
-      return 3;
+      return hmc::fault::kExitRoundFailed;
     }
     hmc::fault::CommittedRound line{outcome->round,
                                     outcome->epoch,
@@ -148,7 +151,7 @@ int main(int argc, char** argv) {
     if (!model.empty()) {
       if (step != round) {
         std::printf("error round=%d: the state's step is %d\n", round, static_cast<int>(step));
-        return 3;
+        return hmc::fault::kExitRoundFailed;
       }
       hmc::fault::AddRound(values, model);
       ++step;

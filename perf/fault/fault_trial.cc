@@ -23,8 +23,6 @@
 namespace hmc::fault {
 namespace {
 
-constexpr int kExitRemoved = 4;
-
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path);
   std::stringstream s;
@@ -93,6 +91,10 @@ absl::StatusOr<FaultKind> ParseFault(const std::string& name) {
 }
 
 absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
+  if (spec.at_creation && (!spec.probe || (spec.fault != FaultKind::kKill &&
+                                            spec.fault != FaultKind::kStop))) {
+    return absl::InvalidArgumentError("a fault at creation is a kill or a stop, with probe");
+  }
   if (spec.fault == FaultKind::kCut && (!spec.cut || spec.cut_off.empty())) {
     return absl::InvalidArgumentError("a cut needs the links to cut and the ranks it cuts off");
   }
@@ -156,17 +158,24 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     if (absl::Status s = spawn(r); !s.ok()) return s;
   }
   const absl::Time limit = absl::Now() + spec.limit;
-  // The fault lands at a random moment after every rank committed two rounds.
+  // The fault lands at a random moment after every rank committed two rounds, or while the victim
+  // measures its links at creation (which takes a few hundred milliseconds on loopback).
   int64_t fault_ms = 0;
   if (spec.fault != FaultKind::kNone) {
-    auto all_running = [&] {
+    auto ready = [&] {
+      if (spec.at_creation) {
+        return absl::StrContains(ReadAll(outputs[result.victim]), "measuring its links");
+      }
       for (const std::string& output : outputs) {
         if (HighestRound(ReadAll(output)) < 1) return false;
       }
       return true;
     };
-    while (!all_running() && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(10));
-    absl::SleepFor(absl::Milliseconds(random() % (3 * absl::ToInt64Milliseconds(spec.pause) + 1)));
+    while (!ready() && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(10));
+    absl::SleepFor(spec.at_creation
+                       ? absl::Milliseconds(random() % 50)
+                       : absl::Milliseconds(random() %
+                                            (3 * absl::ToInt64Milliseconds(spec.pause) + 1)));
     fault_ms = absl::ToUnixMillis(absl::Now());
     // A fault after the last round proves nothing: the trial must fail rather than pass.
     auto still_running = [&](int r) {
@@ -238,6 +247,10 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
       result.problems.push_back(absl::StrFormat("stopped rank %d exited %d", r, codes[r]));
     }
     if (finished) survivors.push_back(r);
+    if (victim && spec.at_creation && absl::StrContains(output, "joined id=")) {
+      result.too_late = true;  // Its Create returned before the fault: it tested nothing new.
+      result.problems.push_back(absl::StrFormat("rank %d was created before the fault", r));
+    }
     std::vector<CommittedRound> committed = CommittedRounds(output, result.problems, r);
     if (r >= spec.ranks) {
       first_round[r] = committed.empty() ? spec.rounds : committed.front().round;

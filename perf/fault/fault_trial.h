@@ -41,6 +41,9 @@ struct TrialSpec {
   // Probe the links when the group forms (Options::probe); every survivor must then end with the
   // same measured links, a joiner's included.
   bool probe = false;
+  // The fault (kill or stop) lands while the group is being created: once the victim says that it
+  // measures its links (needs probe), not after every rank committed two rounds.
+  bool at_creation = false;
   absl::Duration pause = absl::Milliseconds(20);
   std::string transport = "tcp";  // Options::transport of every rank.
   FaultKind fault = FaultKind::kKill;
@@ -65,7 +68,9 @@ struct TrialResult {
   bool hang = false;     // A rank that should have finished had not by the limit.
   int inconsistent = 0;  // Rounds whose reports differ, or differ from the expected average.
   int lost = 0;          // Rounds some surviving rank did not commit (a joiner: from its first on).
-  bool too_late = false;  // The victim had finished every round before the fault: no trial.
+  // The victim had finished every round before the fault, or (at_creation) its Create had
+  // returned: no trial.
+  bool too_late = false;
   int rounds = 0;         // Rounds committed by every survivor.
   int retried = 0;        // Rounds that some rank committed only in a second attempt.
   // With probe: survivors whose links at the end were unmeasured, or differ from another's.

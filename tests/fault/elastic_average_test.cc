@@ -49,6 +49,27 @@ TEST_P(StoppedRank, SurvivorsGoOnAndTheRankIsRemoved) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, StoppedRank, testing::Values(21, 22));
 
+class LostAtCreation : public testing::TestWithParam<std::pair<FaultKind, uint32_t>> {};
+
+// A rank killed, or stopped until the coordinator removes it, while the group measures its links
+// at creation: the others measure again in the next epoch and create the communicator without it,
+// then commit every round alike, with the same measured links. Create used to fail on every rank
+// ("probing links: ...").
+TEST_P(LostAtCreation, TheOthersCreateTheGroupWithoutIt) {
+  TrialSpec spec = Spec(GetParam().first, GetParam().second);
+  spec.probe = true;
+  spec.at_creation = true;
+  std::optional<TrialResult> r = ExpectCleanTrial(spec);
+  if (r.has_value()) {
+    EXPECT_EQ(r->links_unknown, 0) << absl::StrJoin(r->problems, "\n");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, LostAtCreation,
+                         testing::Values(std::pair{FaultKind::kKill, 91u},
+                                         std::pair{FaultKind::kKill, 92u},
+                                         std::pair{FaultKind::kStop, 93u}));
+
 // Collectives never go through the coordinator: when it dies, every rank keeps averaging with
 // the membership it has.
 TEST(ElasticAverage, LosingTheCoordinatorStopsNoRank) {

@@ -92,6 +92,18 @@ struct HostileMesh {
         WriteFully(to_victim[stream].fd.get(), bytes, absl::Now() + absl::Seconds(10)).ok());
   }
 
+  // Writes all of `frame` but its last `held_back` bytes on `stream`, or only those.
+  void SendToVictimBut(int stream, std::span<const uint8_t> frame, size_t held_back) {
+    ASSERT_TRUE(WriteFully(to_victim[stream].fd.get(), frame.first(frame.size() - held_back),
+                           absl::Now() + absl::Seconds(10))
+                    .ok());
+  }
+  void SendToVictimTheLast(int stream, std::span<const uint8_t> frame, size_t held_back) {
+    ASSERT_TRUE(WriteFully(to_victim[stream].fd.get(), frame.last(held_back),
+                           absl::Now() + absl::Seconds(10))
+                    .ok());
+  }
+
   // The victim's receive from rank 2 fails; returns why.
   std::string VictimsFailure(uint64_t tag, size_t bytes = 16) {
     std::vector<uint8_t> into(bytes);
@@ -146,6 +158,9 @@ absl::Duration ProcessCpuTime() {
 // for the rest without spinning, then takes the message. The receive loop used to retry the seal
 // at once when it would block, a busy loop for as long as the seal was on its way (on a 250 ms
 // path, long enough to starve the host).
+// Bytes of a frame's 16-byte seal that the late-seal tests send only later.
+constexpr size_t kHeldBack = 5;
+
 TEST(HostilePeer, ASealThatArrivesLateIsWaitedForWithoutSpinning) {
   HostileMesh mesh;
   const std::vector<uint8_t> payload(4096, 0x3c);
@@ -154,20 +169,12 @@ TEST(HostilePeer, ASealThatArrivesLateIsWaitedForWithoutSpinning) {
   ASSERT_EQ(frame.size(), kFrameHeaderBytes + payload.size() + 16);  // A 16-byte MAC.
   std::vector<uint8_t> into(payload.size());
   auto recv = mesh.channels[0][2]->Recv(4, into.data(), into.size());
-  const size_t held_back = 5;
-  ASSERT_TRUE(WriteFully(mesh.to_victim[0].fd.get(),
-                         std::span<const uint8_t>(frame.data(), frame.size() - held_back),
-                         absl::Now() + absl::Seconds(10))
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(mesh.SendToVictimBut(0, frame, kHeldBack));
   const absl::Duration cpu_before = ProcessCpuTime();
   absl::SleepFor(absl::Milliseconds(500));
   // Idle threads use next to nothing; one spinning thread would use most of the half second.
   EXPECT_LT(ProcessCpuTime() - cpu_before, absl::Milliseconds(250));
-  ASSERT_TRUE(
-      WriteFully(mesh.to_victim[0].fd.get(),
-                 std::span<const uint8_t>(frame.data() + frame.size() - held_back, held_back),
-                 absl::Now() + absl::Seconds(10))
-          .ok());
+  ASSERT_NO_FATAL_FAILURE(mesh.SendToVictimTheLast(0, frame, kHeldBack));
   ASSERT_TRUE(recv->Wait(absl::Now() + absl::Seconds(10)).ok());
   EXPECT_EQ(into, payload);
   mesh.ExpectVictimStillServes();
@@ -185,20 +192,12 @@ TEST(HostilePeer, ACallAbandonedWhileAFramesSealIsOnTheWayDropsTheFrame) {
       mesh.to_victim[0].Frame(DataHeader(4, dropped.size(), 1, 0, dropped.size()), dropped);
   std::vector<uint8_t> into(dropped.size());
   auto abandoned = mesh.channels[0][2]->Recv(4, into.data(), into.size());
-  const size_t held_back = 5;
-  ASSERT_TRUE(WriteFully(mesh.to_victim[0].fd.get(),
-                         std::span<const uint8_t>(frame.data(), frame.size() - held_back),
-                         absl::Now() + absl::Seconds(10))
-                  .ok());
+  ASSERT_NO_FATAL_FAILURE(mesh.SendToVictimBut(0, frame, kHeldBack));
   absl::SleepFor(absl::Milliseconds(200));  // The payload is read; the seal is not there yet.
   mesh.channels[0][2]->DiscardTagsBelow(5, absl::CancelledError("the call was abandoned"));
   const absl::Status outcome = abandoned->Wait(absl::Now() + absl::Seconds(10));
   EXPECT_TRUE(absl::IsCancelled(outcome)) << outcome;
-  ASSERT_TRUE(
-      WriteFully(mesh.to_victim[0].fd.get(),
-                 std::span<const uint8_t>(frame.data() + frame.size() - held_back, held_back),
-                 absl::Now() + absl::Seconds(10))
-          .ok());
+  ASSERT_NO_FATAL_FAILURE(mesh.SendToVictimTheLast(0, frame, kHeldBack));
   const std::vector<uint8_t> next(64, 0x5a);
   mesh.SendToVictim(0, DataHeader(6, next.size(), 1, 0, next.size()), next);
   std::vector<uint8_t> got(next.size());
