@@ -244,8 +244,11 @@ absl::Status CommunicatorImpl::ProbeAtCreation(absl::Time deadline) {
   absl::Status probed;
   for (int attempt = 0; attempt < tries; ++attempt) {
     const std::shared_ptr<const Group> g = group();
-    Logf("comm", "rank %d: measuring its links to %d peers at epoch %d", id_, g->size() - 1,
-         g->epoch);
+    // Tens of seconds across continents: say what the rank waits for.
+    if (g->size() > 1 && (options_.streams == 0 || options_.probe)) {
+      Logf("comm", "rank %d: measuring its links to %d peers at epoch %d", id_, g->size() - 1,
+           g->epoch);
+    }
     probed = ProbeGroup(g);
     if (probed.ok() || !health().ok() || coordinator_ == nullptr) break;
     const absl::Status after = AfterFailure(*g, probed);

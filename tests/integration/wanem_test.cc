@@ -20,6 +20,7 @@ namespace hmc {
 namespace {
 
 using testing_util::ReadFile;
+using testing_util::ReadFileWithoutLogLines;
 
 int RunWanem(const std::vector<std::string>& args, const std::string& output = "") {
   std::vector<std::string> argv = {HMC_WANEM_PATH};
@@ -201,7 +202,7 @@ TEST_F(WanemUp, StreamProbeFindsThePerFlowCapOnLongLinksAndOneStreamInASite) {
   }
   ExpectEveryProcessSucceeds();
   for (int r = 0; r < 4; ++r) {
-    const std::string text = ReadFile(outputs[r]);
+    const std::string text = ReadFileWithoutLogLines(outputs[r]);
     int streams = 0, probed = 0, long_streams = 0, short_streams = 0, link = 0;
     double rtt = 0, one = 0, all = 0;
     ASSERT_EQ(
@@ -298,7 +299,7 @@ TEST_F(WanemUp, LinkProbeGivesASlowSiteNoShare) {
   }
   ExpectEveryProcessSucceeds();
   for (const std::string& output : outputs) {
-    const std::string text = ReadFile(output);
+    const std::string text = ReadFileWithoutLogLines(output);
     double mbit[3], share[3], rtt[3];
     const char* at = text.c_str();
     for (int r = 0; r < 3; ++r) {

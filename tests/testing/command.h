@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "launcher/process.h"
 
@@ -21,6 +23,17 @@ inline std::string ReadFile(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+// What a program printed on its own, without hmc's log lines ("<time> hmc[component] ..."), which
+// come and go with what the library has to say (a rank logs when it measures its links).
+inline std::string ReadFileWithoutLogLines(const std::string& path) {
+  std::string kept;
+  for (absl::string_view line : absl::StrSplit(ReadFile(path), '\n', absl::SkipEmpty())) {
+    if (absl::StrContains(line, " hmc[")) continue;
+    absl::StrAppend(&kept, line, "\n");
+  }
+  return kept;
 }
 
 // A path in the test's temporary directory, unique to this process.
