@@ -91,8 +91,8 @@ absl::StatusOr<FaultKind> ParseFault(const std::string& name) {
 }
 
 absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
-  if (spec.at_creation && (!spec.probe || (spec.fault != FaultKind::kKill &&
-                                            spec.fault != FaultKind::kStop))) {
+  if (spec.at_creation &&
+      (!spec.probe || (spec.fault != FaultKind::kKill && spec.fault != FaultKind::kStop))) {
     return absl::InvalidArgumentError("a fault at creation is a kill or a stop, with probe");
   }
   if (spec.fault == FaultKind::kCut && (!spec.cut || spec.cut_off.empty())) {
@@ -172,10 +172,10 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
       return true;
     };
     while (!ready() && absl::Now() < limit) absl::SleepFor(absl::Milliseconds(10));
-    absl::SleepFor(spec.at_creation
-                       ? absl::Milliseconds(random() % 50)
-                       : absl::Milliseconds(random() %
-                                            (3 * absl::ToInt64Milliseconds(spec.pause) + 1)));
+    absl::SleepFor(
+        spec.at_creation
+            ? absl::Milliseconds(random() % 50)
+            : absl::Milliseconds(random() % (3 * absl::ToInt64Milliseconds(spec.pause) + 1)));
     fault_ms = absl::ToUnixMillis(absl::Now());
     // A fault after the last round proves nothing: the trial must fail rather than pass.
     auto still_running = [&](int r) {

@@ -71,8 +71,8 @@ struct TrialResult {
   // The victim had finished every round before the fault, or (at_creation) its Create had
   // returned: no trial.
   bool too_late = false;
-  int rounds = 0;         // Rounds committed by every survivor.
-  int retried = 0;        // Rounds that some rank committed only in a second attempt.
+  int rounds = 0;   // Rounds committed by every survivor.
+  int retried = 0;  // Rounds that some rank committed only in a second attempt.
   // With probe: survivors whose links at the end were unmeasured, or differ from another's.
   int links_unknown = 0;
   // From the fault to the next round every survivor committed (a fault that changes the
