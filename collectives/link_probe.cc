@@ -265,33 +265,27 @@ absl::Status CommunicatorImpl::ShareLinkRows(const std::shared_ptr<const Group>&
     return s;
   }
   // Every row, this rank's too, is read back from its text, so all ranks hold the same bits; all
-  // in one round trip to the coordinator, while the rows are there. A member lost before it sent
+  // in one round trip to the coordinator once the rows are there. A member lost before it sent
   // its row never will: the epoch that removes it ends the wait (looked at between waits of a
   // second), not Create's deadline.
-  std::vector<bool> parsed(n, false);
+  std::vector<std::string> keys;
+  for (int r = 0; r < n; ++r) keys.push_back(absl::StrCat(prefix, r));
   absl::Status missing;
   for (int64_t wait = 0; wait <= options_.connect_timeout / kRowWait; ++wait) {
-    std::vector<std::string> keys;
-    std::vector<int> rows_asked;
-    for (int r = 0; r < n; ++r) {
-      if (parsed[r]) continue;
-      keys.push_back(absl::StrCat(prefix, r));
-      rows_asked.push_back(r);
-    }
-    if (keys.empty()) return absl::OkStatus();
     const std::vector<absl::StatusOr<std::string>> rows =
         coordinator_->GetMany(keys, std::min(deadline, absl::Now() + kRowWait));
     missing = absl::OkStatus();
-    for (size_t k = 0; k < keys.size(); ++k) {
-      if (!rows[k].ok()) {
-        if (!absl::IsDeadlineExceeded(rows[k].status())) return rows[k].status();
-        missing = rows[k].status();
-        continue;
-      }
-      if (absl::Status s = matrix.ParseRow(rows_asked[k], *rows[k]); !s.ok()) return s;
-      parsed[rows_asked[k]] = true;
+    for (const absl::StatusOr<std::string>& row : rows) {
+      if (row.ok()) continue;
+      if (!absl::IsDeadlineExceeded(row.status())) return row.status();
+      missing = row.status();
     }
-    if (missing.ok()) return absl::OkStatus();
+    if (missing.ok()) {
+      for (int r = 0; r < n; ++r) {
+        if (absl::Status s = matrix.ParseRow(r, *rows[r]); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    }
     if (const uint32_t now = epoch(); now != g->epoch) {
       return MembershipChangedError(g->epoch, now, "a member's links never came");
     }
