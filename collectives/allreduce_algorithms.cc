@@ -14,7 +14,23 @@ namespace hmc {
 namespace {
 
 absl::Status RunRing(CollectiveContext& ctx, const AllReduceArgs& a) {
-  return RingAllReduce(ctx, a.in, a.out, a.count, a.dtype, a.op);
+  return RingAllReduce(ctx, a.in, a.out, a.count, a.dtype, a.op, a.early);
+}
+
+// The first step's leading segments, as many as fit in kMaxEarlyBytes, to the next rank.
+std::optional<EarlyPart> RingEarly(const EarlyCall& call) {
+  const RingFirstStep first =
+      RingFirstStepOf(call.rank, call.size, call.count, call.dtype, call.chunk_bytes);
+  const size_t es = DTypeSize(call.dtype);
+  const size_t segment_bytes = first.segment_elems * es;
+  const size_t bytes =
+      std::min(first.elements.count * es, kMaxEarlyBytes / segment_bytes * segment_bytes);
+  if (bytes == 0 || segment_bytes < kMinEarlySegmentBytes) return std::nullopt;
+  return EarlyPart{.offset = first.elements.begin * es,
+                   .bytes = bytes,
+                   .to = (call.rank + 1) % call.size,
+                   .segment_bytes = segment_bytes,
+                   .phase = Phase::kReduceScatter};
 }
 
 absl::Status RunHalvingDoubling(CollectiveContext& ctx, const AllReduceArgs& a) {
@@ -46,12 +62,20 @@ absl::Status RunOneShot(CollectiveContext& ctx, const AllReduceArgs& a) {
   return OneShotAllReduce(ctx, a.in, a.out, a.count, a.dtype, a.op, a.early);
 }
 
+// The whole vector to every member: small vectors only.
+std::optional<EarlyPart> OneShotEarly(const EarlyCall& call) {
+  const size_t bytes = call.count * DTypeSize(call.dtype);
+  if (bytes > kMaxEarlyBytes) return std::nullopt;
+  return EarlyPart{.bytes = bytes, .phase = Phase::kOneShot};
+}
+
 constexpr AllReduceAlgorithm kAlgorithms[] = {
     {.name = "ring",
      .wire_id = 1,
      .summary = "reduce-scatter then all-gather around a ring: 2(n-1) steps, bandwidth-optimal",
      .raced = true,
-     .run = RunRing},
+     .run = RunRing,
+     .early = RingEarly},
     {.name = "halving_doubling",
      .wire_id = 2,
      .summary = "recursive halving then doubling: 2 log2(n) steps, for small and medium messages",
@@ -70,9 +94,8 @@ constexpr AllReduceAlgorithm kAlgorithms[] = {
     {.name = "one_shot",
      .wire_id = 5,
      .summary = "every rank sends its vector to every other and reduces all of them: one latency",
-     .sends_early = true,
-     .early_phase = Phase::kOneShot,
-     .run = RunOneShot},
+     .run = RunOneShot,
+     .early = OneShotEarly},
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,6 +34,26 @@ struct AllReduceArgs {
   const EarlyData* early;
 };
 
+// A call as an algorithm's early data sees it (chunk_bytes: the plan's pipeline segment).
+struct EarlyCall {
+  int rank;
+  int size;
+  size_t count;
+  DType dtype;
+  size_t chunk_bytes;
+};
+
+// What of a call's input leaves with the argument check, before its verdict (arg_check.h, early
+// data): `bytes` from `offset`, to the member `to` (-1: every member) as messages of
+// `segment_bytes` (0: one), tagged (phase, 0, k) for the k-th beyond what rides.
+struct EarlyPart {
+  size_t offset = 0;
+  size_t bytes = 0;
+  int to = -1;
+  size_t segment_bytes = 0;
+  Phase phase = Phase::kOneShot;
+};
+
 // One all-reduce algorithm: the one table that options, the tuner, the trials, dispatch, the
 // argument check's messages and the tests read.
 struct AllReduceAlgorithm {
@@ -45,12 +66,10 @@ struct AllReduceAlgorithm {
   // and one-shot use tags of their own phases that a candidate's would meet.
   bool raced;
   bool needs_zones_with_several_ranks;  // Hierarchical: inside each zone, then across.
-  // Its first messages, the whole input vector to every member, may leave with the argument
-  // check (small vectors only; arg_check.h, early data), tagged (early_phase, 0, 0) beyond what
-  // rides in the check's own messages; the run finds what left in AllReduceArgs::early.
-  bool sends_early;
-  Phase early_phase;
   absl::Status (*run)(CollectiveContext& ctx, const AllReduceArgs& args);
+  // What of a call's first messages may leave with the argument check (at most kMaxEarlyBytes);
+  // null, or nothing returned: none. The run finds what left in AllReduceArgs::early.
+  std::optional<EarlyPart> (*early)(const EarlyCall& call) = nullptr;
 };
 
 std::span<const AllReduceAlgorithm> AllReduceAlgorithms();

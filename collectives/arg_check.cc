@@ -28,9 +28,12 @@ void Encode(const CallDescriptor& d, uint8_t* out) {
   std::memcpy(out + 32, &d.weight, 8);
   std::memcpy(out + 40, &d.state, 8);
   std::memcpy(out + 48, &d.early_bytes, 8);
+  std::memcpy(out + 56, &d.early_to, 4);
+  std::memset(out + 60, 0, 4);
+  std::memcpy(out + 64, &d.early_segment_bytes, 8);
 }
 
-// Of the fields a rank shares: the weight, staleness and early bytes; the compared fields are the
+// Of the fields a rank shares: the weight, staleness and early data; the compared fields are the
 // caller's own wherever the check passes.
 CallDescriptor DecodeShared(const CallDescriptor& mine, const uint8_t* in) {
   CallDescriptor d = mine;
@@ -38,6 +41,8 @@ CallDescriptor DecodeShared(const CallDescriptor& mine, const uint8_t* in) {
   std::memcpy(&d.weight, in + 32, 8);
   std::memcpy(&d.early_bytes, in + 48, 8);
   d.early_phase = static_cast<Phase>(in[18]);
+  std::memcpy(&d.early_to, in + 56, 4);
+  std::memcpy(&d.early_segment_bytes, in + 64, 8);
   return d;
 }
 
@@ -102,6 +107,17 @@ const Field kFields[] = {
 
 }  // namespace
 
+uint64_t CallDescriptor::Ride() const { return early_to < 0 ? RideBytes(early_bytes) : 0; }
+
+std::vector<uint64_t> CallDescriptor::RestMessagesTo(int member) const {
+  const uint64_t rest = early_bytes - Ride();
+  if (rest == 0 || (early_to >= 0 && early_to != member)) return {};
+  const uint64_t segment = early_to < 0 || early_segment_bytes == 0 ? rest : early_segment_bytes;
+  std::vector<uint64_t> lengths;
+  for (uint64_t at = 0; at < rest; at += segment) lengths.push_back(std::min(segment, rest - at));
+  return lengths;
+}
+
 const char* CollectiveName(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::kAllReduce:
@@ -123,15 +139,24 @@ const char* CollectiveName(CollectiveKind kind) {
 ArgumentCheck::ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine, const void* early)
     : ctx_(ctx), mine_(mine), all_(ctx.Scratch(kSlotBytes * ctx.size())) {
   uint8_t* own = all_ + kSlotBytes * ctx.rank();
-  Encode(mine, own);
-  const size_t early_bytes = early != nullptr ? mine.early_bytes : 0;
-  const size_t ride = RideBytes(early_bytes);
+  CallDescriptor sent = mine;
+  if (early == nullptr) sent.early_bytes = 0;
+  Encode(sent, own);
+  const uint64_t ride = sent.Ride();
   if (ride > 0) std::memcpy(own + kDescriptorBytes, early, ride);
   if (ctx.size() == 1) return;
   sends_ = ctx.SendToMembers(Phase::kArgCheck, 0, own, kDescriptorBytes + ride);
-  if (ride < early_bytes) {
-    rest_sends_ = ctx.SendToMembers(mine.early_phase, 0, static_cast<const uint8_t*>(early) + ride,
-                                    early_bytes - ride);
+  const auto* rest = static_cast<const uint8_t*>(early) + ride;
+  if (sent.early_to < 0) {
+    if (sent.early_bytes > ride) {
+      rest_sends_ = ctx.SendToMembers(sent.early_phase, 0, rest, sent.early_bytes - ride);
+    }
+  } else {
+    uint32_t k = 0;
+    for (uint64_t length : sent.RestMessagesTo(sent.early_to)) {
+      rest_sends_.push_back(ctx.Send(sent.early_to, sent.early_phase, 0, k++, rest, length));
+      rest += length;
+    }
   }
   for (int peer = 0; peer < ctx.size(); ++peer) {
     if (peer == ctx.rank()) continue;
@@ -155,7 +180,7 @@ absl::Status ArgumentCheck::Verdict(std::vector<CallDescriptor>* all_descriptors
     const uint8_t* theirs = slot(peer);
     const size_t length = received.request->bytes();
     if (length < kDescriptorBytes ||
-        length != kDescriptorBytes + RideBytes(DecodeShared(mine_, theirs).early_bytes)) {
+        length != kDescriptorBytes + DecodeShared(mine_, theirs).Ride()) {
       return ctx_.PeerError(peer, absl::DataLossError(absl::StrFormat(
                                       "argument check message of %d bytes does not match its "
                                       "descriptor (a different build, or a corrupted message)",
@@ -193,7 +218,7 @@ EarlyData ArgumentCheck::Early() const {
   EarlyData early{.rest_sends = rest_sends_};
   for (int peer = 0; peer < ctx_.size(); ++peer) {
     const CallDescriptor theirs = DecodeShared(mine_, slot(peer));
-    early.ridden.emplace_back(slot(peer) + kDescriptorBytes, RideBytes(theirs.early_bytes));
+    early.ridden.emplace_back(slot(peer) + kDescriptorBytes, theirs.Ride());
   }
   return early;
 }
@@ -202,9 +227,14 @@ absl::Status ArgumentCheck::DiscardEarlyData() {
   std::vector<CollectiveContext::Pending> pending;
   for (int peer = 0; peer < ctx_.size(); ++peer) {
     const CallDescriptor theirs = DecodeShared(mine_, slot(peer));
-    const uint64_t rest = theirs.early_bytes - RideBytes(theirs.early_bytes);
-    if (peer == ctx_.rank() || rest == 0 || theirs.early_bytes > kMaxEarlyBytes) continue;
-    pending.push_back(ctx_.Recv(peer, theirs.early_phase, 0, 0, ctx_.Scratch(rest), rest));
+    if (peer == ctx_.rank() || theirs.early_bytes > kMaxEarlyBytes ||
+        (theirs.early_to >= 0 && theirs.early_segment_bytes < kMinEarlySegmentBytes)) {
+      continue;  // Not what this build sends: left to the link's bound on unexpected messages.
+    }
+    uint32_t k = 0;
+    for (uint64_t length : theirs.RestMessagesTo(ctx_.rank())) {
+      pending.push_back(ctx_.Recv(peer, theirs.early_phase, 0, k++, ctx_.Scratch(length), length));
+    }
   }
   return ctx_.WaitAll(pending);
 }

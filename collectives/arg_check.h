@@ -38,12 +38,22 @@ struct CallDescriptor {
   double weight = 0;             // Average: this rank's weight (shared, not compared).
   uint64_t state = 0;            // Average: the shared state's fingerprint, 0: none (compared).
   bool stale = false;            // Average: this rank downloads the state (shared).
-  // Bytes of data this rank sent each member before the verdict (shared): an algorithm whose first
-  // messages leave with the descriptors (the one-shot all-reduce) makes the check cost no round
-  // trip of its own. Their first RideBytes(early_bytes) travel in the descriptor's own message; the
-  // rest, if any, as one message tagged (early_phase, 0, 0).
+  // Bytes of data this rank sent before the verdict (shared): an algorithm whose first messages
+  // leave with the descriptors makes the check cost no round trip of its own. Sent to every member
+  // (`early_to` -1: the one-shot all-reduce), their first RideBytes(early_bytes) travel in the
+  // descriptor's own message and the rest, if any, as one message tagged (early_phase, 0, 0); sent
+  // to one member (the ring's first step, to the next rank), all of it goes as messages of
+  // `early_segment_bytes` (at least kMinEarlySegmentBytes; the last one shorter), the k-th tagged
+  // (early_phase, 0, k).
   uint64_t early_bytes = 0;
   Phase early_phase = Phase::kOneShot;
+  int32_t early_to = -1;
+  uint64_t early_segment_bytes = 0;
+
+  // Of the early data, what travels in the descriptor's messages, and the lengths of the messages
+  // that follow them to `member`.
+  uint64_t Ride() const;
+  std::vector<uint64_t> RestMessagesTo(int member) const;
 };
 
 // The most a rank sends early; a member announcing more is not this build (its message is left to
@@ -55,6 +65,8 @@ inline constexpr uint64_t kMaxEarlyBytes = uint64_t{1} << 20;
 // sends any itself, so that a member whose arguments differ cannot overrun the receive.
 inline constexpr uint64_t kMaxRideBytes = uint64_t{64} << 10;
 inline uint64_t RideBytes(uint64_t early_bytes) { return std::min(early_bytes, kMaxRideBytes); }
+// The smallest segment a member may announce for its early data (the least chunk_bytes).
+inline constexpr uint64_t kMinEarlySegmentBytes = 4096;
 
 // What an algorithm's early data became: the sends of what did not ride in the check's messages,
 // and what rode in each member's (ArgumentCheck::Early), for the algorithm to use after a passing
@@ -84,7 +96,7 @@ class ArgumentCheck {
 
  private:
   const uint8_t* slot(int rank) const { return all_ + kSlotBytes * rank; }
-  static constexpr size_t kDescriptorBytes = 56;
+  static constexpr size_t kDescriptorBytes = 72;
   static constexpr size_t kSlotBytes = kDescriptorBytes + kMaxRideBytes;
 
   CollectiveContext& ctx_;

@@ -40,7 +40,9 @@ const OptionSpec<CollectiveOptions> kCollectiveOptions[] = {
      "Largest pipeline segment; all-reduce uses at most a quarter of each rank's part (at least "
      "64 KiB) so that short vectors pipeline too."},
     {"check_args", &CollectiveOptions::check_args,
-     "Compare count, dtype, op and root across ranks before data moves."},
+     "Compare count, dtype, op, root, algorithm and plan across ranks before any data is used "
+     "(the one-shot's vector and the ring's first step travel with the check; a mismatch drops "
+     "them)."},
     {"workers", &CollectiveOptions::workers,
      "Threads that run collectives; several may be in flight. A caller that waits for a "
      "collective no worker has started runs it itself."},

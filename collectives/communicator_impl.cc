@@ -551,16 +551,24 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
     if (made.ok()) *codec = *made;
   }
   CallDescriptor d = AllReduceDescriptor(in, op, algorithm, plan, round);
-  // An algorithm's early data (the one-shot's) leaves with the argument check's descriptors:
-  // small vectors only, and not in an averaging attempt, whose members' data may change once the
-  // check shares who is stale.
+  // An algorithm's early data (the one-shot's vector, the ring's first step) leaves with the
+  // argument check's descriptors; not in an averaging attempt, whose members' data may change
+  // once the check shares who is stale.
+  const size_t chunk_bytes =
+      plan.chunk_bytes != 0 ? plan.chunk_bytes : static_cast<size_t>(options_.chunk_bytes);
   auto early = std::make_shared<EarlyData>();
   EarlySend send_early;
-  if (algorithm != nullptr && algorithm->sends_early && check.ok() && round == nullptr &&
-      step.trial < 0 && g->size() > 1 && in.count > 0 && in.bytes() <= kMaxEarlyBytes) {
-    d.early_bytes = in.bytes();
-    d.early_phase = algorithm->early_phase;
-    send_early = EarlySend{.data = in.data, .into = early};
+  if (algorithm != nullptr && algorithm->early != nullptr && check.ok() && round == nullptr &&
+      step.trial < 0 && g->size() > 1 && in.count > 0) {
+    if (std::optional<EarlyPart> part =
+            algorithm->early({g->rank, g->size(), in.count, in.dtype, chunk_bytes})) {
+      d.early_bytes = part->bytes;
+      d.early_phase = part->phase;
+      d.early_to = part->to;
+      d.early_segment_bytes = part->segment_bytes;
+      send_early =
+          EarlySend{.data = static_cast<const uint8_t*>(in.data) + part->offset, .into = early};
+    }
   }
   const std::string detail = CodecsApply(in.dtype, op)
                                  ? absl::StrFormat("%s; codecs inter=%s intra=%s", plan.why,
@@ -586,7 +594,7 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
                                         .early = early->ridden.empty() ? nullptr : early.get()});
   };
   if (step.trial < 0) {
-    return Launch(g, d, check, plan.algorithm, call, run, plan.chunk_bytes, detail, round,
+    return Launch(g, d, check, plan.algorithm, call, run, chunk_bytes, detail, round,
                   std::move(send_early));
   }
   return LaunchTrial(g, d, check, plan, call, run, detail, round, tried);

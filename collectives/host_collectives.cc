@@ -9,13 +9,14 @@
 #include "collectives/ring.h"
 
 namespace hmc {
-namespace {
-
-size_t SegmentElems(const CollectiveContext& ctx, DType acc_type) {
-  return std::max<size_t>(1, ctx.chunk_bytes() / DTypeSize(acc_type));
+size_t RingSegmentElems(size_t chunk_bytes, DType type) {
+  return std::max<size_t>(1, chunk_bytes / DTypeSize(type));
 }
 
-}  // namespace
+RingFirstStep RingFirstStepOf(int rank, int size, size_t count, DType dtype, size_t chunk_bytes) {
+  if (AccumulatorType(dtype) != dtype || size < 2) return {};
+  return {BlockOf(count, size, (rank + size - 1) % size), RingSegmentElems(chunk_bytes, dtype)};
+}
 
 Accumulation PrepareAccumulation(CollectiveContext& ctx, const void* in, void* out, size_t count,
                                  DType dtype) {
@@ -31,14 +32,14 @@ Accumulation PrepareAccumulation(CollectiveContext& ctx, const void* in, void* o
 }
 
 absl::Status RingAllReduce(CollectiveContext& ctx, const void* in, void* out_ptr, size_t count,
-                           DType dtype, ReduceOp op) {
+                           DType dtype, ReduceOp op, const EarlyData* early) {
   const int n = ctx.size();
   const auto [acc_type, es, src, acc] = PrepareAccumulation(ctx, in, out_ptr, count, dtype);
   const size_t out_es = DTypeSize(dtype);
   auto* out = static_cast<uint8_t*>(out_ptr);
   std::vector<Range> blocks;
   for (int b = 0; b < n; ++b) blocks.push_back(BlockOf(count, n, b));
-  const size_t segment = SegmentElems(ctx, acc_type);
+  const size_t segment = RingSegmentElems(ctx.chunk_bytes(), acc_type);
   RingAllGather gather(ctx, out, out_es, blocks, segment);
   gather.PostReceives();
   absl::Status reduced = RingReduceScatter(
@@ -46,7 +47,8 @@ absl::Status RingAllReduce(CollectiveContext& ctx, const void* in, void* out_ptr
       [&, acc = acc, es = es](Range seg) {  // clang 14: bindings by name.
         FinalizeReduction(out + seg.begin * out_es, acc + seg.begin * es, seg.count, dtype, op, n);
         gather.SendOwnSegment();
-      });
+      },
+      early != nullptr ? early->rest_sends : std::vector<CollectiveContext::Pending>{});
   if (!reduced.ok()) return reduced;
   return gather.Finish();
 }
@@ -67,8 +69,8 @@ absl::Status RingReduceScatterBlocks(CollectiveContext& ctx, const void* in, voi
   for (int b = 0; b < n; ++b) blocks.push_back(Range{b * count, count});
   const size_t own_begin = blocks[ctx.rank()].begin;
   auto* dst = static_cast<uint8_t*>(out);
-  return RingReduceScatter(ctx, src, acc, acc_type, op, blocks, SegmentElems(ctx, acc_type),
-                           [&](Range seg) {
+  return RingReduceScatter(ctx, src, acc, acc_type, op, blocks,
+                           RingSegmentElems(ctx.chunk_bytes(), acc_type), [&](Range seg) {
                              FinalizeReduction(dst + (seg.begin - own_begin) * DTypeSize(dtype),
                                                acc + seg.begin * es, seg.count, dtype, op, n);
                            });
@@ -83,7 +85,7 @@ absl::Status RingAllGatherBlocks(CollectiveContext& ctx, const void* in, void* o
   if (own != in && count > 0) std::memmove(own, in, count * es);
   std::vector<Range> blocks;
   for (int b = 0; b < n; ++b) blocks.push_back(Range{b * count, count});
-  RingAllGather gather(ctx, out, es, blocks, std::max<size_t>(1, ctx.chunk_bytes() / es));
+  RingAllGather gather(ctx, out, es, blocks, RingSegmentElems(ctx.chunk_bytes(), dtype));
   gather.PostReceives();
   for (size_t k = 0; k < gather.own_segments(); ++k) gather.SendOwnSegment();
   return gather.Finish();

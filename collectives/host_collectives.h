@@ -5,7 +5,9 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "collectives/arg_check.h"
 #include "collectives/collective_context.h"
+#include "collectives/partition.h"
 #include "core/dtype.h"
 #include "core/reduce_op.h"
 
@@ -27,9 +29,21 @@ struct Accumulation {
 Accumulation PrepareAccumulation(CollectiveContext& ctx, const void* in, void* out, size_t count,
                                  DType dtype);
 
-// out = reduce(in) over all ranks; `in` may equal `out`.
+// The pipeline segment of the ring collectives, in elements of `type`.
+size_t RingSegmentElems(size_t chunk_bytes, DType type);
+
+// out = reduce(in) over all ranks; `in` may equal `out`. `early`, where the argument check ran:
+// the segments of the first step that left with it (RingFirstStepOf), sent already.
 absl::Status RingAllReduce(CollectiveContext& ctx, const void* in, void* out, size_t count,
-                           DType dtype, ReduceOp op);
+                           DType dtype, ReduceOp op, const EarlyData* early = nullptr);
+// What the all-reduce's first step sends the next rank: this rank's share of block rank-1, as
+// pipeline segments of `segment_elems`, straight from the input; none (an empty range) where the
+// type is reduced in a wider accumulator, whose copy does not exist before the call runs.
+struct RingFirstStep {
+  Range elements;
+  size_t segment_elems = 1;
+};
+RingFirstStep RingFirstStepOf(int rank, int size, size_t count, DType dtype, size_t chunk_bytes);
 
 // `in` holds size·count elements; rank r's `out` (count elements) gets block r reduced.
 absl::Status RingReduceScatterBlocks(CollectiveContext& ctx, const void* in, void* out,

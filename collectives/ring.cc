@@ -1,6 +1,7 @@
 #include "collectives/ring.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "collectives/host_reduce.h"
 
@@ -11,7 +12,8 @@ int Mod(int a, int n) { return ((a % n) + n) % n; }
 
 absl::Status RingReduceScatter(CollectiveContext& ctx, const uint8_t* src, uint8_t* acc,
                                DType acc_type, ReduceOp op, const std::vector<Range>& blocks,
-                               size_t segment_elems, const std::function<void(Range)>& on_final) {
+                               size_t segment_elems, const std::function<void(Range)>& on_final,
+                               std::vector<CollectiveContext::Pending> sent_early) {
   const int n = ctx.size();
   const int r = ctx.rank();
   if (n == 1) return absl::OkStatus();
@@ -36,11 +38,11 @@ absl::Status RingReduceScatter(CollectiveContext& ctx, const uint8_t* src, uint8
                                      staging[s] + (seg.begin - block.begin) * es, seg.count * es));
     }
   }
-  std::vector<CollectiveContext::Pending> sends;
-  uint32_t k = 0;
-  for (const Range& seg : Segments(blocks[sent_at(0)], segment_elems)) {
-    sends.push_back(
-        ctx.Send(next, Phase::kReduceScatter, 0, k++, src + seg.begin * es, seg.count * es));
+  const std::vector<Range> first = Segments(blocks[sent_at(0)], segment_elems);
+  std::vector<CollectiveContext::Pending> sends = std::move(sent_early);
+  for (size_t k = sends.size(); k < first.size(); ++k) {
+    sends.push_back(ctx.Send(next, Phase::kReduceScatter, 0, static_cast<uint32_t>(k),
+                             src + first[k].begin * es, first[k].count * es));
   }
   for (int s = 0; s <= n - 2; ++s) {
     const Range block = blocks[received_at(s)];

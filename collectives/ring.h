@@ -17,10 +17,13 @@ namespace hmc {
 // r, reduced in `acc`. `src` holds this rank's contributions and `acc` receives partial sums
 // (they may be the same buffer), both in `acc_type`. Each block moves as segments of
 // `segment_elems`; a segment is forwarded as soon as it is reduced, so step s+1 overlaps step s.
-// `on_final` runs for each segment of block r once it holds every contribution.
+// `on_final` runs for each segment of block r once it holds every contribution. `sent_early`: the
+// sends of the first step's leading segments, where they left before the call ran (with the
+// argument check).
 absl::Status RingReduceScatter(CollectiveContext& ctx, const uint8_t* src, uint8_t* acc,
                                DType acc_type, ReduceOp op, const std::vector<Range>& blocks,
-                               size_t segment_elems, const std::function<void(Range)>& on_final);
+                               size_t segment_elems, const std::function<void(Range)>& on_final,
+                               std::vector<CollectiveContext::Pending> sent_early = {});
 
 // Pipelined ring all-gather of `blocks` in `out`: rank r contributes block r, every other block
 // is received straight into `out` and relayed byte for byte, so all ranks end bit-identical.

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <span>
 #include <string>
 #include <vector>
@@ -216,44 +217,53 @@ int RunMatrix(Communicator& comm, bool large) {
 }
 
 int RunMismatch(Communicator& comm) {
+  // Whether `s` refused the call naming every one of `naming`; complains otherwise.
+  auto refused = [&](const absl::Status& s, std::initializer_list<const char*> naming) {
+    bool named = absl::IsInvalidArgument(s);
+    for (const char* what : naming) named = named && absl::StrContains(s.message(), what);
+    if (!named) {
+      std::fprintf(stderr, "rank %d: expected a mismatch naming %s, got: %s\n", comm.rank(),
+                   *naming.begin(), s.ToString().c_str());
+    }
+    return named;
+  };
   std::vector<float> data(100, 1.0f);
   // Rank 1 passes 99 elements and max instead of sum.
   const bool odd = comm.rank() == 1;
   Buffer buffer{data.data(), odd ? 99u : 100u, DType::kF32};
   absl::Status s = comm.AllReduce(buffer, buffer, odd ? ReduceOp::kMax : ReduceOp::kSum)->Wait();
-  if (!absl::IsInvalidArgument(s) ||
-      !absl::StrContains(s.message(), "count (rank 0=100, rank 1=99") ||
-      !absl::StrContains(s.message(), "op (rank 0=sum, rank 1=max")) {
-    std::fprintf(stderr, "rank %d: expected a mismatch naming count and op, got: %s\n", comm.rank(),
-                 s.ToString().c_str());
-    return 3;
-  }
+  if (!refused(s, {"count (rank 0=100, rank 1=99", "op (rank 0=sum, rank 1=max"})) return 3;
   std::printf("rank %d: refused as expected: %s\n", comm.rank(), std::string(s.message()).c_str());
   // A dtype mismatch: rank 0 passes int32.
   std::vector<int32_t> ints(100, 1);
   Buffer typed = comm.rank() == 0 ? Buffer{ints.data(), 100, DType::kI32}
                                   : Buffer{data.data(), 100, DType::kF32};
   s = comm.AllReduce(typed, typed, ReduceOp::kSum)->Wait();
-  if (!absl::IsInvalidArgument(s) || !absl::StrContains(s.message(), "dtype (rank 0=int32")) {
-    std::fprintf(stderr, "rank %d: expected a dtype mismatch, got: %s\n", comm.rank(),
-                 s.ToString().c_str());
-    return 3;
-  }
+  if (!refused(s, {"dtype (rank 0=int32"})) return 3;
   // A root mismatch in broadcast.
   s = comm.Broadcast(Buffer{data.data(), 100, DType::kF32}, Buffer{data.data(), 100, DType::kF32},
                      comm.rank() == 0 ? 0 : 1)
           ->Wait();
-  if (!absl::IsInvalidArgument(s) || !absl::StrContains(s.message(), "root (rank 0=0, rank 1=1")) {
-    std::fprintf(stderr, "rank %d: expected a root mismatch, got: %s\n", comm.rank(),
-                 s.ToString().c_str());
-    return 3;
-  }
-  // No data moved and every rank agreed: the communicator still works.
+  if (!refused(s, {"root (rank 0=0, rank 1=1"})) return 3;
+  // A count mismatch on the ring, whose first step left with the argument check: every rank drops
+  // what reached it early.
+  CallOptions ring;
+  ring.algo = "ring";
+  std::vector<float> long_data(300000, 1.0f);
+  s = comm.AllReduce(Buffer{long_data.data(), odd ? 299999u : 300000u, DType::kF32},
+                     Buffer{long_data.data(), odd ? 299999u : 300000u, DType::kF32}, ReduceOp::kSum,
+                     ring)
+          ->Wait();
+  if (!refused(s, {"count (rank 0=300000, rank 1=299999"})) return 3;
+  // No data was used and every rank agreed: the communicator still works.
   Buffer good{data.data(), 100, DType::kF32};
   s = comm.AllReduce(good, good, ReduceOp::kSum)->Wait();
-  if (!s.ok() || data[0] != static_cast<float>(comm.size())) {
-    std::fprintf(stderr, "rank %d: allreduce after the mismatches failed: %s (value %g)\n",
-                 comm.rank(), s.ToString().c_str(), data[0]);
+  Buffer long_good{long_data.data(), long_data.size(), DType::kF32};
+  if (s.ok()) s = comm.AllReduce(long_good, long_good, ReduceOp::kSum, ring)->Wait();
+  const auto n = static_cast<float>(comm.size());
+  if (!s.ok() || data[0] != n || long_data.front() != n || long_data.back() != n) {
+    std::fprintf(stderr, "rank %d: allreduce after the mismatches failed: %s (values %g, %g, %g)\n",
+                 comm.rank(), s.ToString().c_str(), data[0], long_data.front(), long_data.back());
     return 3;
   }
   return 0;

@@ -381,9 +381,37 @@ TEST(InprocCollectives, LocalErrorsAreReportedOnEveryRank) {
   });
 }
 
+// rank·1000 + i mod 1000 at element i: their sums over ranks are exact in float.
+std::vector<float> RankPattern(int rank, size_t count) {
+  std::vector<float> data(count);
+  for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank * 1000 + i % 1000);
+  return data;
+}
+
+// `data` holds the sum of RankPattern over `ranks` ranks (its first, a middle and its last
+// element).
+void ExpectSumOfRankPatterns(const std::vector<float>& data, int ranks) {
+  for (size_t i : {size_t{0}, data.size() / 2 + 7, data.size() - 1}) {
+    EXPECT_EQ(data[i], static_cast<float>(1000 * ranks * (ranks - 1) / 2 + ranks * (i % 1000)))
+        << "element " << i;
+  }
+}
+
+// Every message each rank sent was received: nothing a call sent early was left on a link.
+void ExpectEveryLinkDrained(const std::vector<std::vector<LinkStats>>& stats) {
+  for (size_t from = 0; from < stats.size(); ++from) {
+    for (size_t to = 0; to < stats.size(); ++to) {
+      if (from == to) continue;
+      EXPECT_EQ(stats[from][to].messages_sent, stats[to][from].messages_received)
+          << "rank " << from << " to rank " << to;
+    }
+  }
+}
+
 // Ranks forced to different algorithms refuse the call alike, naming each rank's algorithm by the
-// registry's name, and the next call runs.
+// registry's name, drop what the ring's ranks sent early, and the next call runs.
 TEST(InprocCollectives, RanksOnDifferentAlgorithmsAreToldWhichRankRunsWhich) {
+  std::vector<std::vector<LinkStats>> stats(3);
   RunGroup(3, [&](int rank, Communicator& comm) {
     CallOptions call;
     call.algo = rank == 1 ? "butterfly" : "ring";
@@ -397,29 +425,38 @@ TEST(InprocCollectives, RanksOnDifferentAlgorithmsAreToldWhichRankRunsWhich) {
     call.algo = "ring";
     ASSERT_TRUE(comm.AllReduce(buffer, buffer, ReduceOp::kSum, call)->Wait().ok());
     EXPECT_EQ(data[999], 3.0f);
+    ASSERT_TRUE(comm.Barrier()->Wait().ok());
+    stats[rank] = comm.link_stats();
   });
+  ExpectEveryLinkDrained(stats);
 }
 
 // The one-shot's data leaves with the argument check: up to kMaxRideBytes in the descriptor's own
-// message, the rest in one of its own. Where the arguments differ, every rank refuses the call
-// without touching its buffer and receives and drops the rest its peers sent early: nothing is left
-// on a link (what each rank sent, its peer received), and the next call is right. The counts: all
-// of it rides; a rest on every rank; and a rest on rank 1 alone (the others' receives must hold
-// its ride).
+// message, the rest in one of its own; the ring's first step leaves with it to the next rank, in
+// pipeline segments (4 KiB in RunGroup). Where the arguments differ, every rank refuses the call
+// without touching its buffer and receives and drops what its peers sent early: nothing is left on
+// a link (what each rank sent, its peer received), and the next call is right. The one-shot's
+// counts: all of it rides; a rest on every rank; and a rest on rank 1 alone (the others' receives
+// must hold its ride). The ring's: one segment each; several; and many more on rank 1.
 struct MismatchedCounts {
+  const char* algo;
   size_t others;
   size_t rank1;
 };
 
-class MismatchedOneShot : public testing::TestWithParam<MismatchedCounts> {};
+void PrintTo(const MismatchedCounts& c, std::ostream* os) {
+  *os << c.algo << " " << c.others << " against " << c.rank1;
+}
 
-TEST_P(MismatchedOneShot, DrainsItsEarlyDataAndTheGroupGoesOn) {
+class MismatchedEarlyData : public testing::TestWithParam<MismatchedCounts> {};
+
+TEST_P(MismatchedEarlyData, IsDroppedAndTheGroupGoesOn) {
   constexpr int kRanks = 3;
   const MismatchedCounts counts = GetParam();
   std::vector<std::vector<LinkStats>> stats(kRanks);
   RunGroup(kRanks, [&](int rank, Communicator& comm) {
     CallOptions call;
-    call.algo = "one_shot";
+    call.algo = counts.algo;
     std::vector<float> data(rank == 1 ? counts.rank1 : counts.others, 1.0f);
     Buffer buffer{data.data(), data.size(), DType::kF32};
     absl::Status s = comm.AllReduce(buffer, buffer, ReduceOp::kSum, call)->Wait();
@@ -438,18 +475,63 @@ TEST_P(MismatchedOneShot, DrainsItsEarlyDataAndTheGroupGoesOn) {
     ASSERT_TRUE(comm.Barrier()->Wait().ok());
     stats[rank] = comm.link_stats();
   });
-  for (int from = 0; from < kRanks; ++from) {
-    for (int to = 0; to < kRanks; ++to) {
-      if (from == to) continue;
-      EXPECT_EQ(stats[from][to].messages_sent, stats[to][from].messages_received)
-          << "rank " << from << " to rank " << to;
-    }
-  }
+  ExpectEveryLinkDrained(stats);
 }
 
-INSTANTIATE_TEST_SUITE_P(RideAndRest, MismatchedOneShot,
-                         testing::Values(MismatchedCounts{100, 99}, MismatchedCounts{40000, 39999},
-                                         MismatchedCounts{1000, 20000}));
+INSTANTIATE_TEST_SUITE_P(OneShotAndRing, MismatchedEarlyData,
+                         testing::Values(MismatchedCounts{"one_shot", 100, 99},
+                                         MismatchedCounts{"one_shot", 40000, 39999},
+                                         MismatchedCounts{"one_shot", 1000, 20000},
+                                         MismatchedCounts{"ring", 100, 99},
+                                         MismatchedCounts{"ring", 40000, 39999},
+                                         MismatchedCounts{"ring", 1000, 400000}),
+                         [](const testing::TestParamInfo<MismatchedCounts>& info) {
+                           return absl::StrFormat("%s_%d_against_%d", info.param.algo,
+                                                  info.param.others, info.param.rank1);
+                         });
+
+// The ring's first step does not wait for the argument check's verdict: with rank 0 not yet in
+// the call, rank 1 has sent rank 2 its descriptor and the first 1 MiB of its first step (256
+// segments of 4 KiB; the rest of the step waits for the verdict). Then rank 0 calls, and every rank
+// ends with the sum, in place.
+TEST(InprocCollectives, ARingsFirstStepLeavesWithTheArgumentCheck) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = size_t{1} << 20;  // Blocks of 1.33 MiB: more than leaves early.
+  constexpr uint64_t kEarlySegments = kMaxEarlyBytes / 4096;
+  std::atomic<bool> left_early{false};
+  std::atomic<bool> rank1_done_waiting{false};
+  std::vector<std::vector<LinkStats>> stats(kRanks);
+  RunGroup(kRanks, [&](int rank, Communicator& comm) {
+    CallOptions call;
+    call.algo = "ring";
+    std::vector<float> data = RankPattern(rank, kCount);
+    Buffer buffer{data.data(), data.size(), DType::kF32};
+    if (rank == 0) {
+      const absl::Time give_up = absl::Now() + absl::Seconds(30);
+      while (!rank1_done_waiting.load() && absl::Now() < give_up) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+    }
+    const uint64_t before = comm.link_stats()[2].messages_sent;
+    std::shared_ptr<Work> work = comm.AllReduce(buffer, buffer, ReduceOp::kSum, call);
+    if (rank == 1) {
+      const absl::Time give_up = absl::Now() + absl::Seconds(20);
+      while (comm.link_stats()[2].messages_sent < before + 1 + kEarlySegments &&
+             absl::Now() < give_up) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      // Exactly the early segments: the rest of the step needs the verdict, which needs rank 0.
+      left_early = comm.link_stats()[2].messages_sent == before + 1 + kEarlySegments;
+      rank1_done_waiting = true;
+    }
+    ASSERT_TRUE(work->Wait().ok());
+    ExpectSumOfRankPatterns(data, kRanks);
+    ASSERT_TRUE(comm.Barrier()->Wait().ok());
+    stats[rank] = comm.link_stats();
+  });
+  EXPECT_TRUE(left_early.load());
+  ExpectEveryLinkDrained(stats);
+}
 
 // A vector that fits in the check's message costs one message per peer: the check's. A larger one
 // costs two (the rest leaves early, in one message), and the results are the sums either way.
@@ -460,8 +542,7 @@ TEST(InprocCollectives, AOneShotSendsItsDataInTheArgumentChecksMessages) {
     RunGroup(kRanks, [&](int rank, Communicator& comm) {
       CallOptions call;
       call.algo = "one_shot";
-      std::vector<float> data(count);
-      for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank * 1000 + i % 1000);
+      std::vector<float> data = RankPattern(rank, count);
       Buffer buffer{data.data(), data.size(), DType::kF32};
       const std::vector<LinkStats> before = comm.link_stats();
       ASSERT_TRUE(comm.AllReduce(buffer, buffer, ReduceOp::kSum, call)->Wait().ok());
@@ -471,9 +552,7 @@ TEST(InprocCollectives, AOneShotSendsItsDataInTheArgumentChecksMessages) {
           sent[rank * kRanks + peer] = after[peer].messages_sent - before[peer].messages_sent;
         }
       }
-      for (size_t i : {size_t{0}, count / 2 + 7, count - 1}) {
-        ASSERT_EQ(data[i], static_cast<float>(3000 + 3 * (i % 1000))) << "element " << i;
-      }
+      ExpectSumOfRankPatterns(data, kRanks);
     });
     for (int from = 0; from < kRanks; ++from) {
       for (int to = 0; to < kRanks; ++to) {
