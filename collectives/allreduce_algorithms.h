@@ -34,7 +34,8 @@ struct AllReduceArgs {
   const EarlyData* early;
 };
 
-// A call as an algorithm's early data sees it (chunk_bytes: the plan's pipeline segment).
+// A call of two or more ranks as an algorithm's early data sees it (chunk_bytes: the plan's
+// pipeline segment, the one its run gets).
 struct EarlyCall {
   int rank;
   int size;

@@ -554,14 +554,12 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
   // An algorithm's early data (the one-shot's vector, the ring's first step) leaves with the
   // argument check's descriptors; not in an averaging attempt, whose members' data may change
   // once the check shares who is stale.
-  const size_t chunk_bytes =
-      plan.chunk_bytes != 0 ? plan.chunk_bytes : static_cast<size_t>(options_.chunk_bytes);
   auto early = std::make_shared<EarlyData>();
   EarlySend send_early;
   if (algorithm != nullptr && algorithm->early != nullptr && check.ok() && round == nullptr &&
       step.trial < 0 && g->size() > 1 && in.count > 0) {
     if (std::optional<EarlyPart> part =
-            algorithm->early({g->rank, g->size(), in.count, in.dtype, chunk_bytes})) {
+            algorithm->early({g->rank, g->size(), in.count, in.dtype, plan.chunk_bytes})) {
       d.early_bytes = part->bytes;
       d.early_phase = part->phase;
       d.early_to = part->to;
@@ -594,7 +592,7 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
                                         .early = early->ridden.empty() ? nullptr : early.get()});
   };
   if (step.trial < 0) {
-    return Launch(g, d, check, plan.algorithm, call, run, chunk_bytes, detail, round,
+    return Launch(g, d, check, plan.algorithm, call, run, plan.chunk_bytes, detail, round,
                   std::move(send_early));
   }
   return LaunchTrial(g, d, check, plan, call, run, detail, round, tried);

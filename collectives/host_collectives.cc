@@ -14,7 +14,7 @@ size_t RingSegmentElems(size_t chunk_bytes, DType type) {
 }
 
 RingFirstStep RingFirstStepOf(int rank, int size, size_t count, DType dtype, size_t chunk_bytes) {
-  if (AccumulatorType(dtype) != dtype || size < 2) return {};
+  if (AccumulatorType(dtype) != dtype) return {};
   return {BlockOf(count, size, (rank + size - 1) % size), RingSegmentElems(chunk_bytes, dtype)};
 }
 
