@@ -151,7 +151,12 @@ absl::Status CommunicatorImpl::MeasureRoundTrips(const std::shared_ptr<const Gro
 void CommunicatorImpl::StripeByLinkClass(const Group& g, const LinkMatrix& matrix) {
   // Over a long link every message is striped: on one connection it would be held to one
   // window per round trip (a sender's choice; receivers take stripes from any connection). Each
-  // link takes its class's streams, where the streams probe chose them.
+  // link takes its class's streams, where the streams probe chose them; with adaptive streams a
+  // long link starts on every connection, and its receiver's climb judges them against fewer. The
+  // probe reads a steady rate, which short transfers never reach: at 8 MiB the fastest fixed count
+  // was 16–32 on every swept WAN topology, where the probe chose 4–5 streams (multicloud-us-
+  // policed) or 9–10 (US+EU), and a climb from the probe's count spent the first calls on it and
+  // on cold streams (perf/RESULTS.md, "Adaptive streams from every connection").
   for (int p = 0; p < g.size(); ++p) {
     if (p == g.rank) continue;
     ParallelStreams* streams = g.channels[p]->parallel_streams();
@@ -159,8 +164,9 @@ void CommunicatorImpl::StripeByLinkClass(const Group& g, const LinkMatrix& matri
     const bool long_link = matrix.rtt(p, g.rank) >= kLongLinkRttMs;
     if (long_link) streams->SetStripeMinBytes(kLongLinkStripeMinBytes);
     if (stream_choice_.probed && !g.channels[p]->local()) {
-      streams->SetActiveStreams(long_link ? stream_choice_.long_streams
-                                          : stream_choice_.short_streams);
+      const int long_streams =
+          options_.adapts_streams() ? options_.connections_per_peer() : stream_choice_.long_streams;
+      streams->SetActiveStreams(long_link ? long_streams : stream_choice_.short_streams);
     }
   }
 }

@@ -40,7 +40,7 @@ absl::StatusOr<TcpTransportConfig> TcpConfigFrom(const TransportSettings& option
   config.limits.integrity = *integrity;
   config.max_unexpected_bytes = static_cast<uint64_t>(options.max_unexpected_bytes);
   config.limits.streams = options.connections_per_peer();
-  config.limits.adapt_streams = options.streams == 0 && options.adapt_streams;
+  config.limits.adapt_streams = options.adapts_streams();
   config.limits.stripe_min_bytes = static_cast<uint64_t>(options.stripe_min_bytes);
   config.limits.max_frame_bytes = static_cast<uint64_t>(options.max_frame_bytes);
   config.limits.epoch = site.epoch;

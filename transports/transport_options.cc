@@ -32,10 +32,11 @@ const OptionSpec<TransportOptions> kTransportOptions[] = {
     {"max_streams", &TransportOptions::max_streams,
      "Connections per peer opened when streams is 0."},
     {"adapt_streams", &TransportOptions::adapt_streams,
-     "When streams is 0: after the probe, each receiver times how fast the link's messages of "
-     "each size class arrive while it has a backlog and asks the sender for more streams while "
-     "that rate grows, and for fewer while it holds (per link and per size class: 256 KiB-1 MiB, "
-     "1-4, 4-16, 16 MiB+)."},
+     "When streams is 0: links of 10 ms or more start on every connection (others on the "
+     "probe's count), and each receiver times how fast the link's messages of each size class "
+     "arrive while it has a backlog and asks the sender for more streams while that rate grows, "
+     "and for fewer while it holds (per link and per size class: 256 KiB-1 MiB, 1-4, 4-16, "
+     "16 MiB+)."},
     {"local_sockets", &TransportOptions::local_sockets,
      "Peers in the same network namespace (same host) connect over Unix domain sockets."},
     {"pull_min_bytes", &TransportOptions::pull_min_bytes,

@@ -31,6 +31,8 @@ struct TransportOptions {
 
   // The connections opened to each peer: `streams`, or `max_streams` when a probe chooses.
   int connections_per_peer() const { return static_cast<int>(streams > 0 ? streams : max_streams); }
+  // Whether each receiver adapts its links' stream counts from their transfers.
+  bool adapts_streams() const { return streams == 0 && adapt_streams; }
 
   static std::span<const OptionSpec<TransportOptions>> Table();
   absl::Status Validate() const;

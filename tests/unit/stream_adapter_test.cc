@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <vector>
 
 namespace hmc {
 namespace {
@@ -38,15 +39,20 @@ TEST(StreamClimber, ClimbsFromOneStreamToEveryConnectionWhereThatGains) {
   EXPECT_EQ(Climb(climber, 1, CappedPerFlow, 40), 32);
 }
 
+// From below the top, where every connection did not gain, fewer streams that hold the rate are
+// kept.
 TEST(StreamClimber, ComesDownFromTooManyStreamsWhereTheyHoldTheRate) {
   StreamClimber climber(32);
-  const int settled = Climb(climber, 32, CappedPerFlow, 40);
+  const int settled = Climb(climber, 16, CappedPerFlow, 40);
   EXPECT_GE(settled, 8);
   EXPECT_LE(settled, 12);
 }
 
 // Shallow per-flow policers: past 6 streams their bursts drop packets and the rate falls.
-double FallsPastSix(int streams) { return streams <= 6 ? 10.0 * streams : 60.0 - 4 * streams; }
+double FallsPastSix(int streams) {
+  const double past = 6.0 / streams;
+  return streams <= 6 ? 10.0 * streams : 60.0 * past * past;
+}
 
 TEST(StreamClimber, FindsTheCountAboveWhichMoreStreamsLoseRate) {
   for (int start : {1, 4, 16, 32}) {
@@ -102,20 +108,45 @@ TEST(StreamClimber, IgnoresSamplesSentBeforeTheSenderHeardTheRequest) {
 
 // Every connection gained on the count the climb started from: the climb stays there, and its
 // periodic re-checks keep it there where rates of one count are noisy (each re-check measures the
-// top again and does not try fewer). A fall below kDrop of the best starts a new climb from the
-// top, which then may come down.
+// top again and does not try fewer), as do a few samples below kDrop of the best (a ring's link
+// stalls while its upstream does). kDropSamples in a row start a new climb from the top, which
+// comes down where fewer streams gain kGain.
 TEST(StreamClimber, StaysOnEveryConnectionWhereThatGained) {
   StreamClimber climber(32);
   ASSERT_EQ(TryTheTop(climber, 8, 100, 200), 32);
-  // Three settled periods and their re-checks, each with a sample far below and far above the
-  // best: never another count.
-  for (int i = 0; i < 3 * (StreamClimber::kSettledSamples + StreamClimber::kTrialSamples); ++i) {
-    ASSERT_EQ(climber.Observe(32, i % 2 == 0 ? 150 : 260), 32) << i;
+  // Three settled periods and their re-checks, with samples far below and far above the best,
+  // and in each period one fewer than kDropSamples in a row below kDrop of it: never another count.
+  constexpr int kPeriod = StreamClimber::kSettledSamples + StreamClimber::kTrialSamples;
+  for (int i = 0; i < 3 * kPeriod; ++i) {
+    const bool low = i % kPeriod >= 3 && i % kPeriod < 3 + StreamClimber::kDropSamples - 1;
+    ASSERT_EQ(climber.Observe(32, low ? 50 : i % 2 == 0 ? 150 : 260), 32) << i;
   }
-  // The path changes: a new baseline at 32, whose trials now come down while they hold the rate.
-  EXPECT_EQ(climber.Observe(32, 50), 32);
-  climber.Observe(32, 50);
+  // The path changes: a new climb, settled on every connection until its first re-check, which
+  // tries fewer, and they now carry more.
+  constexpr int kUntilFewer = StreamClimber::kDropSamples + kPeriod - 1;
+  for (int i = 0; i < kUntilFewer; ++i) ASSERT_EQ(climber.Observe(32, 50), 32) << i;
   EXPECT_EQ(climber.Observe(32, 50), 21);
+  climber.Observe(21, 60);
+  EXPECT_EQ(climber.Observe(21, 60), 14);  // 21 gained: it stands there and tries 14.
+  climber.Observe(14, 60);
+  EXPECT_EQ(climber.Observe(14, 60), 21);  // 14 did not gain: it settles on 21.
+}
+
+// A sender on every connection (where a long link starts): the climb settles there, and its first
+// re-check tries fewer, which it keeps only where they gain kGain (a trial cannot tell close
+// counts apart within kHold). Where each flow is capped, or fewer only hold the rate, it stays on
+// the top, and every later re-check keeps it there.
+TEST(StreamClimber, FromEveryConnectionComesDownOnlyWhereFewerGain) {
+  for (const auto& rate : {std::function<double(int)>(TransatlanticPolicers),
+                           std::function<double(int)>(CappedPerFlow)}) {
+    StreamClimber climber(32);
+    std::vector<int> asked;
+    for (int i = 0, streams = 32; i < 4 * StreamClimber::kSettledSamples; ++i) {
+      streams = climber.Observe(streams, rate(streams));
+      if (asked.empty() || asked.back() != streams) asked.push_back(streams);
+    }
+    EXPECT_EQ(asked, (std::vector<int>{32, 21, 32}));
+  }
 }
 
 // A sender may have many messages queued over the old count when a request arrives: however many

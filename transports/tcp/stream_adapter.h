@@ -20,20 +20,27 @@ inline constexpr int kSizeClasses = 4;  // 256 KiB-1 MiB, 1-4 MiB, 4-16 MiB, 16 
 int SizeClassOf(uint64_t bytes);
 
 // Finds a stream count for one class of messages on one link by trying counts and keeping what
-// the link's own transfers carry fastest. It starts at the count the sender used (the creation
-// probe's choice) and tries every connection first: where that gains kGain it stays there, and
-// re-checks do not take it down (only a fall below kDrop of the best, which starts the climb
-// again); otherwise it climbs from the start, ×1.5 while the rate grows by kGain, or comes down
-// ÷1.5 while the rate stays within kHold of the best seen (fewer streams: less burst into shallow
-// queues, less per-stream overhead), and settles. Settled, it tries again every kSettledSamples
-// samples (steps of 1.5 from where it stands), and at once, from the top again, when the rate
-// falls below kDrop of the best (the path changed). The first sample of a count above the current
-// one is dropped: the streams it adds start cold (slow start from an initial window), and timed at
-// once they make every climb look useless. Why not down from a top that gained: on US+EU at 256
-// MiB, samples of one count over 200-400 ms varied 2x in what the kernel itself received, so
-// "within 3%" was a coin toss and the climb walked 32 → 21 → 14 → 21 through every run, 1.4x
-// slower than 32 fixed streams (perf/RESULTS.md, "Adaptive streams"). Climbing by ×1.5 alone
-// stopped at 11–17 where 32 carried 1.5x more: a step up is judged on cold streams.
+// the link's own transfers carry fastest. It starts at the count the sender uses. From below every
+// connection it tries every connection first: where that gains kGain it stays there, and re-checks
+// do not take it down; otherwise it climbs from the start, ×1.5 while the rate grows by kGain, or
+// comes down ÷1.5 while the rate stays within kHold of the best seen (fewer streams: less burst
+// into shallow queues, less per-stream overhead), and settles. From every connection (where a long
+// link starts, collectives/link_probe.cc) it settles at once, and from its first re-check comes
+// down ÷1.5 only while fewer streams gain kGain. Settled, it tries again every kSettledSamples
+// samples (steps of 1.5 from where it stands), and starts over at once when kDropSamples samples in
+// a row fall below kDrop of the best (the path changed).
+//
+// Why the rules lean to more streams: a ring's link carries what its upstream link feeds it, so
+// samples of one count vary about 2x (multicloud-us-policed × 0.1, 8 MiB: 147–908 Mbit/s in a row
+// from 32 streams on one link; US+EU at 256 MiB: 200–400 ms of the kernel's own arrivals varied
+// as much), and a trial of two samples cannot tell 21 streams from 32 within 3%. A climb that came
+// down while fewer held "within 3%" walked 32 → 21 → 14 → 21 through every run, 1.4x slower than 32
+// fixed streams, and one that started over on a single slow sample walked a settled top down to
+// 9–14; on every shipped WAN topology 16–32 fixed streams were fastest (perf/RESULTS.md, "Adaptive
+// streams" and the sections after it). The first sample of a count above the current one is
+// dropped: the streams it adds start cold (slow start from an initial window), and timed at once
+// they make every climb look useless; climbing by ×1.5 alone stopped at 11–17 where 32 carried 1.5x
+// more.
 class StreamClimber {
  public:
   static constexpr int kTrialSamples = 2;
@@ -41,6 +48,7 @@ class StreamClimber {
   static constexpr double kGain = 1.08;
   static constexpr double kHold = 0.97;
   static constexpr double kDrop = 0.7;
+  static constexpr int kDropSamples = 4;
   static constexpr int kForeignSamples = 3;
 
   explicit StreamClimber(int max_streams) : max_streams_(max_streams) {}
@@ -55,6 +63,8 @@ class StreamClimber {
  private:
   enum class Phase { kBaseline, kTop, kUp, kDown, kSettled };
   void Try(Phase phase, int streams);
+  // A new climb from `from`, the count the sender uses.
+  void StartOver(int from);
   // What a trial's rate (`trial`) means in the phase it was taken in: the next count to try.
   void Judge(double trial);
   void Settle();
@@ -72,9 +82,11 @@ class StreamClimber {
   double best_ = 0;          // The rate at current_ (the best of its trials).
   bool climbed_ = false;     // This climb moved up at least once.
   bool top_tried_ = false;   // Every connection was tried since the climb (re)started.
-  bool top_gained_ = false;  // And gained kGain: the climb stays there.
+  bool top_gained_ = false;  // And gained kGain, or held against fewer: the climb stays there.
+  bool from_top_ = false;    // This climb started on every connection.
   int to_skip_ = 0;          // Samples of wanted_ still to drop (cold streams).
   int foreign_ = 0;          // Samples in a row of a count not under test.
+  int low_in_row_ = 0;       // Settled samples in a row below kDrop of the best.
   std::array<double, kTrialSamples> samples_{};
   int taken_ = 0;
 };
