@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <vector>
 
@@ -127,7 +128,10 @@ TEST(StreamClimber, StaysOnEveryConnectionWhereThatGained) {
   for (int i = 0; i < kUntilFewer; ++i) ASSERT_EQ(climber.Observe(32, 50), 32) << i;
   EXPECT_EQ(climber.Observe(32, 50), 21);
   climber.Observe(21, 60);
-  EXPECT_EQ(climber.Observe(21, 60), 14);  // 21 gained: it stands there and tries 14.
+  EXPECT_EQ(climber.Observe(21, 60), 32);  // 21 gained: the top again, measured after it.
+  climber.Observe(32, 0);                  // Dropped: cold streams.
+  climber.Observe(32, 50);
+  EXPECT_EQ(climber.Observe(32, 50), 14);  // 21 gained on both: it stands there and tries 14.
   climber.Observe(14, 60);
   EXPECT_EQ(climber.Observe(14, 60), 21);  // 14 did not gain: it settles on 21.
 }
@@ -146,6 +150,42 @@ TEST(StreamClimber, FromEveryConnectionComesDownOnlyWhereFewerGain) {
       if (asked.empty() || asked.back() != streams) asked.push_back(streams);
     }
     EXPECT_EQ(asked, (std::vector<int>{32, 21, 32}));
+  }
+}
+
+// Past 16 streams the rate falls (their bursts overflow a shallow queue): from every connection
+// the climb comes down to 21, the top measured again confirms it, and 14 does not gain.
+TEST(StreamClimber, FromEveryConnectionComesDownWhereFewerGainOnBothSides) {
+  const auto rate = [](int streams) {
+    return streams <= 16 ? 50.0 * streams : 800.0 * std::sqrt(16.0 / streams);
+  };
+  StreamClimber climber(32);
+  std::vector<int> asked;
+  for (int i = 0, streams = 32; i < 4 * StreamClimber::kSettledSamples; ++i) {
+    streams = climber.Observe(streams, rate(streams));
+    if (asked.empty() || asked.back() != streams) asked.push_back(streams);
+  }
+  ASSERT_GE(asked.size(), 5u);
+  EXPECT_EQ(std::vector<int>(asked.begin(), asked.begin() + 5),
+            (std::vector<int>{32, 21, 32, 14, 21}));
+  EXPECT_EQ(asked.back(), 21);  // Its re-checks try 32 and 14 again, and come back.
+}
+
+// Streams that warm up while the climb measures them: every trial reads 10% more than the one
+// before it whatever the count. 21 streams, measured after the top, gain 10% on it; the top
+// measured again after them gains back, and the climb stays there.
+TEST(StreamClimber, FewerStreamsMeasuredOnWarmerStreamsDoNotWin) {
+  StreamClimber climber(32);
+  for (int i = 0; i < StreamClimber::kSettledSamples; ++i) ASSERT_EQ(climber.Observe(32, 50), 32);
+  climber.Observe(32, 100);
+  ASSERT_EQ(climber.Observe(32, 100), 21);
+  climber.Observe(21, 110);
+  ASSERT_EQ(climber.Observe(21, 110), 32);
+  climber.Observe(32, 0);  // Dropped: cold streams.
+  climber.Observe(32, 121);
+  EXPECT_EQ(climber.Observe(32, 121), 32);
+  for (int i = 0; i < 2 * StreamClimber::kSettledSamples; ++i) {
+    ASSERT_EQ(climber.Observe(32, 121), 32) << i;
   }
 }
 

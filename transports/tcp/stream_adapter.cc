@@ -29,7 +29,7 @@ int SizeClassOf(uint64_t bytes) {
 void StreamClimber::Try(Phase phase, int streams) {
   phase_ = phase;
   if (streams != wanted_) asked_before_ = wanted_;
-  to_skip_ = phase == Phase::kUp || phase == Phase::kTop ? 1 : 0;
+  to_skip_ = phase == Phase::kUp || phase == Phase::kTop || phase == Phase::kConfirm ? 1 : 0;
   wanted_ = streams;
   taken_ = 0;
 }
@@ -46,9 +46,10 @@ void StreamClimber::StartOver(int from) {
   best_ = 0;  // Nothing measured yet: no sample is below it.
   low_in_row_ = 0;
   // From every connection it settles first, and its first re-check tries fewer: the streams are
-  // cold now (idle since the probes, or the path just changed), and a trial on them would favour
+  // cold now (idle since creation, or the path just changed), and a trial on them would favour
   // whatever count is measured after them (US+EU policed, 8 MiB: the first samples of 32 read
-  // 138–180 Mbit/s, 318–687 a call later).
+  // 138–180 Mbit/s, 318–687 a call later; a re-check after four samples still found them
+  // warming, 175–620 Mbit/s over six).
   Try(from_top_ ? Phase::kSettled : Phase::kBaseline, current_);
 }
 
@@ -140,12 +141,28 @@ void StreamClimber::Judge(double trial) {
       }
       break;
     case Phase::kDown:
-      if (trial >= best_ * (from_top_ ? kGain : kHold)) {
+      if (trial < best_ * (from_top_ ? kGain : kHold)) {
+        top_gained_ = current_ == max_streams_;  // The top held against fewer.
+        Settle();
+      } else if (from_top_) {
+        // Measured after the count above, fewer may only have found warmer streams: the count
+        // above is measured again, and fewer must gain on both trials.
+        fewer_ = {wanted_, trial};
+        Try(Phase::kConfirm, current_);
+      } else {
         current_ = wanted_;
         best_ = std::max(best_, trial);
         DownOrSettle();
+      }
+      break;
+    case Phase::kConfirm:
+      best_ = std::max(best_, trial);
+      if (fewer_.rate >= best_ * kGain) {
+        current_ = fewer_.streams;
+        best_ = fewer_.rate;
+        DownOrSettle();
       } else {
-        top_gained_ = current_ == max_streams_;  // The top held against fewer.
+        top_gained_ = current_ == max_streams_;
         Settle();
       }
       break;

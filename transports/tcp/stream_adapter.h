@@ -26,9 +26,11 @@ int SizeClassOf(uint64_t bytes);
 // comes down ÷1.5 while the rate stays within kHold of the best seen (fewer streams: less burst
 // into shallow queues, less per-stream overhead), and settles. From every connection (where a long
 // link starts, collectives/link_probe.cc) it settles at once, and from its first re-check comes
-// down ÷1.5 only while fewer streams gain kGain. Settled, it tries again every kSettledSamples
-// samples (steps of 1.5 from where it stands), and starts over at once when kDropSamples samples in
-// a row fall below kDrop of the best (the path changed).
+// down ÷1.5 only while fewer streams gain kGain both on the count above, measured before them, and
+// on that count measured again after them (kConfirm: a trial measured later finds warmer streams,
+// so an order that always measures fewer last would favour them). Settled, it tries again every
+// kSettledSamples samples (steps of 1.5 from where it stands), and starts over at once when
+// kDropSamples samples in a row fall below kDrop of the best (the path changed).
 //
 // Why the rules lean to more streams: a ring's link carries what its upstream link feeds it, so
 // samples of one count vary about 2x (multicloud-us-policed × 0.1, 8 MiB: 147–908 Mbit/s in a row
@@ -61,7 +63,7 @@ class StreamClimber {
   int Observe(int streams, double rate);
 
  private:
-  enum class Phase { kBaseline, kTop, kUp, kDown, kSettled };
+  enum class Phase { kBaseline, kTop, kUp, kDown, kConfirm, kSettled };
   void Try(Phase phase, int streams);
   // A new climb from `from`, the count the sender uses.
   void StartOver(int from);
@@ -89,6 +91,10 @@ class StreamClimber {
   int low_in_row_ = 0;       // Settled samples in a row below kDrop of the best.
   std::array<double, kTrialSamples> samples_{};
   int taken_ = 0;
+  struct {
+    int streams = 0;
+    double rate = 0;
+  } fewer_;  // A trial of fewer streams awaiting kConfirm (a climb from the top).
 };
 
 // Turns the arrivals of one link's messages into rate samples of the link while it had a backlog:
