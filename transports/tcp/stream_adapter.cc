@@ -46,10 +46,9 @@ void StreamClimber::StartOver(int from) {
   best_ = 0;  // Nothing measured yet: no sample is below it.
   low_in_row_ = 0;
   // From every connection it settles first, and its first re-check tries fewer: the streams are
-  // cold now (idle since creation, or the path just changed), and a trial on them would favour
+  // cold now (idle since the probes, or the path just changed), and a trial on them would favour
   // whatever count is measured after them (US+EU policed, 8 MiB: the first samples of 32 read
-  // 138–180 Mbit/s, 318–687 a call later; a re-check after four samples still found them
-  // warming, 175–620 Mbit/s over six).
+  // 138–180 Mbit/s, 318–687 a call later).
   Try(from_top_ ? Phase::kSettled : Phase::kBaseline, current_);
 }
 
@@ -162,7 +161,7 @@ void StreamClimber::Judge(double trial) {
         best_ = fewer_.rate;
         DownOrSettle();
       } else {
-        top_gained_ = current_ == max_streams_;
+        top_gained_ = current_ == max_streams_;  // The top held against fewer.
         Settle();
       }
       break;
