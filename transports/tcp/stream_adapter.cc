@@ -82,6 +82,11 @@ int StreamClimber::Observe(int streams, double rate) {
 
 void StreamClimber::Settle() { Try(Phase::kSettled, current_); }
 
+void StreamClimber::SettleAboveFewer() {
+  top_gained_ = current_ == max_streams_;  // The top held against fewer.
+  Settle();
+}
+
 void StreamClimber::DownOrSettle() {
   if (current_ > 1) {
     Try(Phase::kDown, Down(current_));
@@ -141,12 +146,11 @@ void StreamClimber::Judge(double trial) {
       break;
     case Phase::kDown:
       if (trial < best_ * (from_top_ ? kGain : kHold)) {
-        top_gained_ = current_ == max_streams_;  // The top held against fewer.
-        Settle();
+        SettleAboveFewer();
       } else if (from_top_) {
         // Measured after the count above, fewer may only have found warmer streams: the count
         // above is measured again, and fewer must gain on both trials.
-        fewer_ = {wanted_, trial};
+        fewer_rate_ = trial;
         Try(Phase::kConfirm, current_);
       } else {
         current_ = wanted_;
@@ -156,13 +160,12 @@ void StreamClimber::Judge(double trial) {
       break;
     case Phase::kConfirm:
       best_ = std::max(best_, trial);
-      if (fewer_.rate >= best_ * kGain) {
-        current_ = fewer_.streams;
-        best_ = fewer_.rate;
+      if (fewer_rate_ >= best_ * kGain) {
+        current_ = asked_before_;  // The fewer streams, asked for before the confirmation.
+        best_ = fewer_rate_;
         DownOrSettle();
       } else {
-        top_gained_ = current_ == max_streams_;  // The top held against fewer.
-        Settle();
+        SettleAboveFewer();
       }
       break;
     case Phase::kSettled:

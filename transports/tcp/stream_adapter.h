@@ -70,6 +70,8 @@ class StreamClimber {
   // What a trial's rate (`trial`) means in the phase it was taken in: the next count to try.
   void Judge(double trial);
   void Settle();
+  // Fewer streams did not gain: settles where it stands (for good, where that is the top).
+  void SettleAboveFewer();
   void DownOrSettle();
   // One step up where the top is not reached yet, else `otherwise`.
   void UpOr(void (StreamClimber::*otherwise)());
@@ -91,10 +93,7 @@ class StreamClimber {
   int low_in_row_ = 0;       // Settled samples in a row below kDrop of the best.
   std::array<double, kTrialSamples> samples_{};
   int taken_ = 0;
-  struct {
-    int streams = 0;
-    double rate = 0;
-  } fewer_;  // A trial of fewer streams awaiting kConfirm (a climb from the top).
+  double fewer_rate_ = 0;  // The trial of asked_before_'s fewer streams, awaiting kConfirm.
 };
 
 // Turns the arrivals of one link's messages into rate samples of the link while it had a backlog:
