@@ -13,6 +13,7 @@
 #include "collectives/broadcast.h"
 #include "collectives/halving_doubling.h"
 #include "collectives/host_collectives.h"
+#include "core/event_loop.h"
 #include "core/log.h"
 #include "core/placement.h"
 #include "core/socket.h"
@@ -762,6 +763,9 @@ std::shared_ptr<Work> CommunicatorImpl::PointToPoint(std::shared_ptr<const Group
   RequestPtr request = send ? channel.Send(tag, buffer.data, buffer.bytes())
                             : channel.Recv(tag, buffer.data, buffer.bytes());
   (send ? report.bytes_sent : report.bytes_received) = buffer.bytes();
+  // Whoever waits for the call sleeps on the work, not in the transport's loop: that loop's own
+  // thread must poll for it, and not wait out the hold after a waiter polled (EventLoop::Recall).
+  if (std::shared_ptr<EventLoop> loop = request->loop().lock()) loop->Recall();
   const absl::Time start = absl::Now();
   // Runs on the progress thread: hands the completion, and the user's callbacks, to another.
   request->Then([callbacks = callbacks_, work, report, start](const absl::Status& status) mutable {

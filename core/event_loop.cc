@@ -3,10 +3,22 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+
 namespace hmc {
 namespace {
 
 constexpr int kEventsPerWait = 128;
+// The longest a polling waiter sleeps in epoll before it runs the owner's checks (`after`) again,
+// as the loop's thread does between its waits.
+constexpr absl::Duration kWaiterSleep = absl::Milliseconds(100);
+
+// epoll's timeout for `left`, rounded up so that a wait does not end just before its deadline.
+int TimeoutMs(absl::Duration left) {
+  return static_cast<int>(
+      absl::ToInt64Milliseconds(left + absl::Milliseconds(1) - absl::Nanoseconds(1)));
+}
 
 // The loop whose work this thread runs now, if any: work it runs posts instead of running more
 // of the loop's work inside itself.
@@ -62,15 +74,16 @@ void EventLoop::Modify(int fd, epoll_data_t data, uint32_t events) {
 void EventLoop::Unwatch(int fd) { epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr); }
 
 void EventLoop::Post(std::function<void()> work) {
-  bool first = false;
+  bool wake = false;
   {
     MutexLock lock(&mu_);
-    first = posted_.empty();
+    // Work already waiting has woken the loop, which takes everything posted when it gets there:
+    // one wake per batch spares the system call and the loop's extra turn. While a waiter polls,
+    // the loop's thread waits for posted work on mu_, not in epoll.
+    wake = posted_.empty() && !waiter_polling_;
     posted_.push_back(std::move(work));
   }
-  // Work already waiting has woken the loop, which takes everything posted when it gets there:
-  // one wake per batch spares the system call and the loop's extra turn.
-  if (first) Wake();
+  if (wake) Wake();
 }
 
 void EventLoop::RunHereOrPost(std::function<void()> work) {
@@ -84,6 +97,7 @@ void EventLoop::RunHereOrPost(std::function<void()> work) {
     }
     if (idle) {
       work();
+      WakePollingWaiter();
       return;
     }
   }
@@ -94,6 +108,18 @@ void EventLoop::RunExclusively(absl::FunctionRef<void()> work) {
   turn_.Lock();
   TurnHeld held(turn_, this);
   work();
+  WakePollingWaiter();
+}
+
+void EventLoop::WakePollingWaiter() {
+  // A waiter that set waiter_polling_ after this looks checks `done` after it, and sees what the
+  // work completed: mu_ orders the two.
+  bool polling;
+  {
+    MutexLock lock(&mu_);
+    polling = waiter_polling_;
+  }
+  if (polling) Wake();
 }
 
 void EventLoop::Stop() {
@@ -110,17 +136,40 @@ void EventLoop::Wake() {
   (void)ignored;
 }
 
-bool EventLoop::RunOnce(int timeout_ms,
-                        absl::FunctionRef<void(epoll_data_t data, uint32_t events)> on_event,
-                        absl::FunctionRef<void()> after) {
-  {
-    MutexLock lock(&mu_);
-    if (stopping_) return false;
-  }
-  epoll_event events[kEventsPerWait];
-  const int n = epoll_wait(epoll_.get(), events, kEventsPerWait, timeout_ms);
-  turn_.Lock();
-  TurnHeld held(turn_, this);
+void EventLoop::LetWaitersPoll(std::function<void(epoll_data_t data, uint32_t events)> on_event,
+                               std::function<void()> after, absl::Duration hold) {
+  waiter_on_event_ = std::move(on_event);
+  waiter_after_ = std::move(after);
+  MutexLock lock(&mu_);
+  waiter_hold_ = hold;
+}
+
+bool EventLoop::LoopMayPoll(absl::Duration longest) {
+  auto held = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return waiter_polling_ || (!recall_ && absl::Now() - waiter_left_ < waiter_hold_);
+  };
+  // Polling again ends the hold; a recall is for as long as what it was for takes.
+  auto take_back = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    recall_ = false;
+    waiter_left_ = absl::InfinitePast();
+    return true;
+  };
+  if (!held()) return take_back();
+  auto wanted = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return stopping_ || !posted_.empty() || recall_;
+  };
+  const absl::Duration hold_left = waiter_hold_ - (absl::Now() - waiter_left_);
+  mu_.AwaitWithDeadline(
+      absl::Condition(&wanted),
+      absl::Now() + std::min(longest, waiter_polling_ ? waiter_hold_ : hold_left));
+  // Posted work runs without a poll; the sockets are this thread's again once no waiter holds
+  // them.
+  if (stopping_ || !posted_.empty() || held()) return false;
+  return take_back();
+}
+
+void EventLoop::Dispatch(const epoll_event* events, int n,
+                         absl::FunctionRef<void(epoll_data_t data, uint32_t events)> on_event) {
   for (int i = 0; i < n; ++i) {
     if (events[i].data.ptr == &wake_) {
       uint64_t value;
@@ -130,13 +179,121 @@ bool EventLoop::RunOnce(int timeout_ms,
     }
     on_event(events[i].data, events[i].events);
   }
-  std::vector<std::function<void()>> work;
+}
+
+bool EventLoop::RunOnce(int timeout_ms,
+                        absl::FunctionRef<void(epoll_data_t data, uint32_t events)> on_event,
+                        absl::FunctionRef<void()> after) {
+  bool poll = false;
+  bool posted = false;
   {
     MutexLock lock(&mu_);
-    work.swap(posted_);
+    if (stopping_) return false;
+    poll = LoopMayPoll(absl::Milliseconds(timeout_ms));
+    if (stopping_) return false;
+    loop_polling_ = poll;
+    posted = !posted_.empty();
   }
-  for (std::function<void()>& w : work) w();
-  after();
+  epoll_event events[kEventsPerWait];
+  // Work posted while a waiter polled woke nobody through epoll: it runs without a wait.
+  const int n =
+      poll ? epoll_wait(epoll_.get(), events, kEventsPerWait, posted ? 0 : timeout_ms) : 0;
+  {
+    turn_.Lock();
+    TurnHeld held(turn_, this);
+    Dispatch(events, n, on_event);
+    std::vector<std::function<void()>> work;
+    {
+      MutexLock lock(&mu_);
+      work.swap(posted_);
+    }
+    for (std::function<void()>& w : work) w();
+    after();
+    if (!work.empty()) WakePollingWaiter();
+  }
+  if (poll) {
+    MutexLock lock(&mu_);
+    loop_polling_ = false;  // A waiter may take the sockets now: this batch is through.
+  }
+  return true;
+}
+
+EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()> done) {
+  if (!waiter_on_event_ || t_running == this) return Driven::kNotHere;
+  {
+    MutexLock lock(&mu_);
+    if (stopping_ || waiter_polling_) {
+      passed_over_ = passed_over_ || waiter_polling_;
+      return Driven::kNotHere;
+    }
+    waiter_polling_ = true;
+    if (loop_polling_) {
+      Wake();  // Its wait ends; it finds a waiter polling and leaves the sockets to it.
+      auto loop_off = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) { return !loop_polling_; };
+      if (!mu_.AwaitWithDeadline(absl::Condition(&loop_off), deadline)) {
+        StopPolling();
+        return Driven::kDeadline;
+      }
+    }
+  }
+  Driven result = Driven::kDone;
+  for (;;) {
+    if (done()) break;
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      result = Driven::kDeadline;
+      break;
+    }
+    // Sleeps without the turn, so that callers and posted work go on meanwhile; what it returns
+    // says only that something is ready.
+    epoll_event ready;
+    if (epoll_wait(epoll_.get(), &ready, 1, TimeoutMs(std::min(left, kWaiterSleep))) < 0 &&
+        errno != EINTR) {
+      result = Driven::kNotHere;
+      break;
+    }
+    if (!HandleWaiterBatch()) {
+      result = Driven::kNotHere;
+      break;
+    }
+  }
+  MutexLock lock(&mu_);
+  StopPolling();
+  return result;
+}
+
+void EventLoop::StopPolling() {
+  waiter_polling_ = false;
+  waiter_left_ = absl::Now();
+  // Another waiter sleeps without polling, or requests are in flight that nobody may wait for
+  // now (a send whose waiter sleeps on the call, a large transfer): the loop's thread serves them.
+  if (passed_over_ || requests_in_flight_.load(std::memory_order_relaxed) > 0) recall_ = true;
+  passed_over_ = false;
+}
+
+void EventLoop::Recall() {
+  MutexLock lock(&mu_);
+  if (waiter_polling_) {
+    passed_over_ = true;
+  } else {
+    recall_ = true;
+  }
+}
+
+bool EventLoop::HandleWaiterBatch() {
+  turn_.Lock();
+  TurnHeld held(turn_, this);
+  {
+    MutexLock lock(&mu_);
+    // Past Stop the owner may be gone; its teardown completes what waits.
+    if (stopping_) return false;
+  }
+  epoll_event events[kEventsPerWait];
+  const int n = epoll_wait(epoll_.get(), events, kEventsPerWait, 0);
+  // A wake-up in the batch was meant for this thread: the loop's thread does not wait in epoll
+  // while a waiter polls.
+  Dispatch(events, n, waiter_on_event_);
+  waiter_after_();
   return true;
 }
 

@@ -1,8 +1,41 @@
 #include "transports/request.h"
 
+#include "core/event_loop.h"
+
 namespace hmc {
+namespace {
+
+// Where every one of `requests` is of one loop: runs it on this thread until they are done or the
+// deadline passes, if they all let their waiter poll and the loop lets it in (true), or else asks
+// the loop's thread to poll for them. False: the caller sleeps until they complete.
+bool WaitByPolling(const std::vector<Request*>& requests, absl::Time deadline) {
+  std::shared_ptr<EventLoop> loop = requests.front()->loop().lock();
+  if (loop == nullptr) return false;
+  bool all_poll = true;
+  for (const Request* r : requests) {
+    const std::weak_ptr<EventLoop>& other = r->loop();
+    if (loop.owner_before(other) || other.owner_before(loop)) return false;
+    all_poll = all_poll && r->waiter_polls();
+  }
+  if (!all_poll) {
+    loop->Recall();
+    return false;
+  }
+  auto all_done = [&] {
+    for (Request* r : requests) {
+      if (!r->done()) return false;
+    }
+    return true;
+  };
+  return loop->Drive(deadline, all_done) != EventLoop::Driven::kNotHere;
+}
+
+}  // namespace
 
 absl::Status Request::Wait(absl::Time deadline) {
+  if (!done() && WaitByPolling({this}, deadline) && !done()) {
+    return absl::DeadlineExceededError("deadline exceeded");
+  }
   MutexLock lock(&mu_);
   if (!mu_.AwaitWithDeadline(absl::Condition(&done_), deadline)) {
     return absl::DeadlineExceededError("deadline exceeded");
@@ -30,6 +63,7 @@ void Request::Complete(absl::Status status, size_t bytes) {
     bytes_ = bytes;
     then.swap(then_);
   }
+  if (std::shared_ptr<EventLoop> loop = loop_.lock()) loop->RequestEnded();
   for (auto& callback : then) callback(status_);  // status_ no longer changes once done_.
 }
 
@@ -75,6 +109,12 @@ bool WaitForAll(const std::vector<RequestPtr>& requests, absl::Time deadline) {
     if (!r->done()) running.push_back(r.get());
   }
   if (running.empty()) return true;
+  if (WaitByPolling(running, deadline)) {
+    for (Request* r : running) {
+      if (!r->done()) return false;
+    }
+    return true;
+  }
   if (running.size() == 1) {
     running[0]->Wait(deadline).IgnoreError();
     return running[0]->done();

@@ -12,10 +12,21 @@
 
 namespace hmc {
 
+class EventLoop;
+
 // Completion of one asynchronous send or receive. A transport completes it exactly once; any
 // thread may wait for it with a deadline.
 class Request {
  public:
+  Request() = default;
+  // A request that `loop`'s events complete, counted in flight there until it completes
+  // (EventLoop::RequestStarted). Where `waiter_polls`, a thread that waits for it
+  // (and only for requests that allow it, of the same loop) runs those events itself
+  // (EventLoop::Drive) instead of sleeping until the loop's thread has; otherwise it asks the
+  // loop's thread to poll (EventLoop::Recall) and sleeps.
+  Request(std::weak_ptr<EventLoop> loop, bool waiter_polls)
+      : loop_(std::move(loop)), waiter_polls_(waiter_polls) {}
+
   // Waits until completion or the deadline; returns the completion status or DeadlineExceeded.
   absl::Status Wait(absl::Time deadline);
   bool done() const;
@@ -27,8 +38,13 @@ class Request {
   // Runs `callback` with the outcome once the request completes (at once if it has), on the
   // completing thread: it must not block. Callbacks run in the order they were given.
   void Then(std::function<void(const absl::Status&)> callback);
+  // The loop whose events complete it; empty where nothing lets a waiter run them.
+  const std::weak_ptr<EventLoop>& loop() const { return loop_; }
+  bool waiter_polls() const { return waiter_polls_; }
 
  private:
+  const std::weak_ptr<EventLoop> loop_;
+  const bool waiter_polls_ = false;
   mutable Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status status_ ABSL_GUARDED_BY(mu_);

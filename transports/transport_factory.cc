@@ -32,6 +32,7 @@ absl::StatusOr<TcpTransportConfig> TcpConfigFrom(const TransportSettings& option
   config.socket_buffer_bytes = options.socket_buffer_bytes;
   config.tcp_congestion = options.tcp_congestion;
   config.local_sockets = options.local_sockets;
+  config.waiters_poll = options.waiters_poll;
   absl::StatusOr<TlsConfig> tls = TlsConfigFrom(options);
   if (!tls.ok()) return tls.status();
   absl::StatusOr<FrameIntegrity> integrity = ParseFrameIntegrity(options.integrity);

@@ -39,6 +39,12 @@ const OptionSpec<TransportOptions> kTransportOptions[] = {
      "16 MiB+)."},
     {"local_sockets", &TransportOptions::local_sockets,
      "Peers in the same network namespace (same host) connect over Unix domain sockets."},
+    {"waiters_poll", &TransportOptions::waiters_poll,
+     "A thread that waits for TCP sends and receives of messages below stripe_min_bytes polls "
+     "the sockets and handles what arrives itself, where no other thread does, instead of "
+     "sleeping until the progress thread has (one thread hand-off per message fewer); the "
+     "progress thread takes the sockets back 2 ms after the last such wait, or at once for a "
+     "wait on larger messages (it reads and writes while the waiter reduces)."},
     {"pull_min_bytes", &TransportOptions::pull_min_bytes,
      "Messages this large to a peer on local sockets are copied once, by the receiver, straight "
      "from the sender's memory (process_vm_readv); 0 turns this off."},

@@ -90,5 +90,187 @@ TEST(EventLoop, EveryPostWakesASleepingLoopWhilePostersRace) {
   EXPECT_EQ(lost.load(), 0) << "a post did not wake the loop";
 }
 
+// A loop whose thread runs RunOnce until stopped, with waiters let in, for the Drive tests.
+class PolledLoop {
+ public:
+  explicit PolledLoop(std::function<void(epoll_data_t, uint32_t)> on_event,
+                      absl::Duration hold = EventLoop::kWaiterHold) {
+    absl::StatusOr<std::unique_ptr<EventLoop>> made = EventLoop::Create();
+    EXPECT_TRUE(made.ok()) << made.status();
+    loop_ = *std::move(made);
+    loop_->LetWaitersPoll(
+        on_event, [] {}, hold);
+    thread_ = std::thread([this, on_event] {
+      loop_thread_ = std::this_thread::get_id();
+      started_.Notify();
+      while (loop_->RunOnce(100, on_event)) {
+      }
+    });
+    started_.WaitForNotification();
+  }
+  ~PolledLoop() {
+    loop_->Stop();
+    thread_.join();
+  }
+  EventLoop& operator*() { return *loop_; }
+  EventLoop* operator->() { return loop_.get(); }
+  std::thread::id loop_thread() const { return loop_thread_; }
+
+ private:
+  std::unique_ptr<EventLoop> loop_;
+  absl::Notification started_;
+  std::thread::id loop_thread_;
+  std::thread thread_;
+};
+
+// Bytes written to `to`, read back on whichever thread handles the event of `from`.
+struct SocketPair {
+  SocketPair() {
+    int fds[2];
+    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+    from = UniqueFd(fds[0]);
+    to = UniqueFd(fds[1]);
+  }
+  void Send() { EXPECT_EQ(write(to.get(), "x", 1), 1); }
+  void Drain() {
+    char c;
+    while (read(from.get(), &c, 1) == 1) {
+    }
+  }
+  UniqueFd from, to;
+};
+
+// Whether `flag` is set within 20 s (what another thread handles).
+bool WithinTwentySeconds(const std::atomic<bool>& flag) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (!flag && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
+  return flag;
+}
+
+// The waiter takes the sockets from the loop's thread, which was polling, and the event it waits
+// for is handled on its own thread. The byte is written only once the waiter polls (its first
+// check of `done`), so the loop's thread cannot have taken it first.
+TEST(EventLoop, AWaiterThatPollsHandlesTheEventItWaitsFor) {
+  SocketPair pair;
+  std::atomic<bool> arrived{false};
+  std::thread::id handled_on;
+  PolledLoop loop([&](epoll_data_t, uint32_t) {
+    pair.Drain();
+    handled_on = std::this_thread::get_id();
+    arrived = true;
+  });
+  loop->Watch(pair.from.get(), epoll_data_t{.u64 = 1}, EPOLLIN);
+  absl::SleepFor(absl::Milliseconds(20));  // The loop's thread waits in epoll by now, or soon.
+  bool sent = false;
+  const EventLoop::Driven driven = loop->Drive(absl::Now() + absl::Seconds(20), [&] {
+    if (!sent) {
+      pair.Send();
+      sent = true;
+    }
+    return arrived.load();
+  });
+  EXPECT_EQ(driven, EventLoop::Driven::kDone);
+  EXPECT_EQ(handled_on, std::this_thread::get_id());
+  EXPECT_NE(handled_on, loop.loop_thread());
+}
+
+// While a waiter polls, posted work still runs on the loop's thread, and what it completes ends
+// the waiter's wait.
+TEST(EventLoop, PostedWorkRunsOnTheLoopsThreadWhileAWaiterPolls) {
+  PolledLoop loop([](epoll_data_t, uint32_t) {});
+  std::atomic<bool> ran{false};
+  std::thread::id ran_on;
+  bool posted = false;
+  const EventLoop::Driven driven = loop->Drive(absl::Now() + absl::Seconds(20), [&] {
+    if (!posted) {
+      loop->Post([&] {
+        ran_on = std::this_thread::get_id();
+        ran = true;
+      });
+      posted = true;
+    }
+    return ran.load();
+  });
+  EXPECT_EQ(driven, EventLoop::Driven::kDone);
+  EXPECT_EQ(ran_on, loop.loop_thread());
+}
+
+// One waiter polls at a time: a second one is told to wait otherwise, and once the first leaves,
+// the loop's thread polls again at once and handles the second one's event. The loop's thread
+// would otherwise leave the sockets to waiters for an hour here: only the recall brings it back.
+TEST(EventLoop, AWaiterPassedOverIsServedByTheLoopsThread) {
+  SocketPair first, second;
+  std::atomic<bool> first_arrived{false}, second_arrived{false};
+  std::thread::id second_handled_on;
+  PolledLoop loop(
+      [&](epoll_data_t data, uint32_t) {
+        if (data.u64 == 1) {
+          first.Drain();
+          first_arrived = true;
+        } else {
+          second.Drain();
+          second_handled_on = std::this_thread::get_id();
+          second_arrived = true;
+        }
+      },
+      absl::Hours(1));
+  loop->Watch(first.from.get(), epoll_data_t{.u64 = 1}, EPOLLIN);
+  loop->Watch(second.from.get(), epoll_data_t{.u64 = 2}, EPOLLIN);
+  EventLoop::Driven passed_over = EventLoop::Driven::kDone;
+  bool tried = false;
+  const EventLoop::Driven driven = loop->Drive(absl::Now() + absl::Seconds(20), [&] {
+    if (!tried) {
+      std::thread other([&] {
+        passed_over = loop->Drive(absl::Now() + absl::Seconds(20), [] { return false; });
+      });
+      other.join();
+      first.Send();
+      tried = true;
+    }
+    return first_arrived.load();
+  });
+  EXPECT_EQ(driven, EventLoop::Driven::kDone);
+  EXPECT_EQ(passed_over, EventLoop::Driven::kNotHere);
+  // Nobody polls on this thread now: only the loop's thread can handle the second event.
+  second.Send();
+  ASSERT_TRUE(WithinTwentySeconds(second_arrived));
+  EXPECT_EQ(second_handled_on, loop.loop_thread());
+}
+
+// After a waiter polled, the loop's thread leaves the sockets to waiters (for an hour here); a
+// thread about to sleep on the loop's events calls it back, and it handles them.
+TEST(EventLoop, RecallBringsTheLoopsThreadBackFromItsHold) {
+  SocketPair pair;
+  std::atomic<bool> arrived{false};
+  std::thread::id handled_on;
+  PolledLoop loop(
+      [&](epoll_data_t, uint32_t) {
+        pair.Drain();
+        handled_on = std::this_thread::get_id();
+        arrived = true;
+      },
+      absl::Hours(1));
+  loop->Watch(pair.from.get(), epoll_data_t{.u64 = 1}, EPOLLIN);
+  ASSERT_EQ(loop->Drive(absl::Now() + absl::Seconds(20), [] { return true; }),
+            EventLoop::Driven::kDone);
+  loop->Recall();
+  pair.Send();
+  ASSERT_TRUE(WithinTwentySeconds(arrived));
+  EXPECT_EQ(handled_on, loop.loop_thread());
+}
+
+// Without LetWaitersPoll (the coordinator's loop), and after Stop, nobody polls but the loop's
+// own thread.
+TEST(EventLoop, WaitersPollOnlyWhereLetInAndNotAfterStop) {
+  absl::StatusOr<std::unique_ptr<EventLoop>> plain = EventLoop::Create();
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ((*plain)->Drive(absl::Now() + absl::Seconds(1), [] { return false; }),
+            EventLoop::Driven::kNotHere);
+  PolledLoop loop([](epoll_data_t, uint32_t) {});
+  loop->Stop();
+  EXPECT_EQ(loop->Drive(absl::Now() + absl::Seconds(1), [] { return false; }),
+            EventLoop::Driven::kNotHere);
+}
+
 }  // namespace
 }  // namespace hmc

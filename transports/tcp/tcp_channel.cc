@@ -54,8 +54,16 @@ absl::Status TcpChannel::Error(absl::string_view what) const {
   return absl::UnavailableError(absl::StrFormat("%s: %s", description_, what));
 }
 
+RequestPtr TcpChannel::NewRequest(size_t bytes) const {
+  // A message below the striping size travels as one frame on one stream: waiting for it is
+  // latency-bound, and its waiter polls. Larger ones leave the sockets to the progress thread,
+  // which goes on reading and writing while the waiter reduces what arrived.
+  return loop_->NewRequest(/*waiter_polls=*/bytes <
+                           stripe_min_bytes_.load(std::memory_order_relaxed));
+}
+
 RequestPtr TcpChannel::Send(uint64_t tag, const void* data, size_t bytes) {
-  auto request = std::make_shared<Request>();
+  RequestPtr request = NewRequest(bytes);
   loop_->RunHereOrPost([self = shared_from_this(), tag, data, bytes, request] {
     self->DoSend(tag, static_cast<const uint8_t*>(data), bytes, request);
   });
@@ -71,7 +79,7 @@ RequestPtr TcpChannel::RecvUpTo(uint64_t tag, void* data, size_t capacity) {
 }
 
 RequestPtr TcpChannel::PostRecv(uint64_t tag, void* data, size_t bytes, bool up_to) {
-  auto request = std::make_shared<Request>();
+  RequestPtr request = NewRequest(bytes);
   loop_->RunHereOrPost([self = shared_from_this(), tag, data, bytes, up_to, request] {
     self->DoRecv(tag, static_cast<uint8_t*>(data), bytes, up_to, request);
   });

@@ -150,6 +150,8 @@ class TcpChannel final : public Channel,
   void Pull(uint64_t tag, const std::vector<uint8_t>& description);
   void DoDiscard(uint64_t floor, const absl::Status& why);
   bool Stale(uint64_t tag) const { return tag < discard_floor_; }
+  // The request of a send or receive of `bytes` (TcpLoop::NewRequest).
+  RequestPtr NewRequest(size_t bytes) const;
   RequestPtr PostRecv(uint64_t tag, void* data, size_t bytes, bool up_to);
   void DoRecv(uint64_t tag, uint8_t* data, uint64_t bytes, bool up_to, RequestPtr request);
   // Whether `in` takes a message of `sent` bytes; fixes an up-to receive's length if so, fails

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "transports/request.h"
 
 namespace hmc {
 
@@ -26,6 +27,9 @@ class TcpLoop {
   // Runs `work` on the calling thread where the progress thread is idle and nothing posted waits
   // (EventLoop::RunHereOrPost), else posts it: what a channel's sends and receives take.
   virtual void RunHereOrPost(std::function<void()> work) = 0;
+  // A request of a channel's send or receive, of this loop (Request::loop); whether its waiter
+  // may poll the loop (Request::waiter_polls).
+  virtual RequestPtr NewRequest(bool waiter_polls) = 0;
   virtual void Watch(int fd, Target* target, uint32_t events) = 0;
   virtual void Modify(int fd, Target* target, uint32_t events) = 0;
   virtual void Unwatch(int fd) = 0;

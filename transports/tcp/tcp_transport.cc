@@ -81,6 +81,11 @@ absl::StatusOr<std::unique_ptr<TcpTransport>> TcpTransport::Create(
   absl::StatusOr<std::unique_ptr<EventLoop>> loop = EventLoop::Create();
   if (!loop.ok()) return loop.status();
   t->loop_ = *std::move(loop);
+  if (config.waiters_poll) {
+    t->loop_->LetWaitersPoll(
+        [raw = t.get()](epoll_data_t data, uint32_t events) { raw->OnLoopEvent(data, events); },
+        [raw = t.get()] { raw->AfterLoopEvents(); });
+  }
   t->listener_target_ = Target{nullptr, kListenerStream};
   auto listen_event = [](Target* target) {
     epoll_event ev{};
@@ -115,6 +120,14 @@ void TcpTransport::Post(std::function<void()> work) { loop_->Post(std::move(work
 
 void TcpTransport::RunHereOrPost(std::function<void()> work) {
   loop_->RunHereOrPost(std::move(work));
+}
+
+RequestPtr TcpTransport::NewRequest(bool waiter_polls) {
+  if (!config_.waiters_poll) return std::make_shared<Request>();
+  // A large message moves from now on, whoever waits and whenever: the progress thread's.
+  if (!waiter_polls) loop_->Recall();
+  loop_->RequestStarted();
+  return std::make_shared<Request>(loop_, waiter_polls);
 }
 
 void TcpTransport::Watch(int fd, Target* target, uint32_t events) {
@@ -176,24 +189,28 @@ void TcpTransport::Run() {
   BindThisThread(ThreadRole::kProgress);
   while (loop_->RunOnce(
       shutdown_request_ != nullptr ? 5 : 100,
-      [this](epoll_data_t data, uint32_t events) {
-        auto* target = static_cast<Target*>(data.ptr);
-        if (target->channel != nullptr) {
-          target->channel->OnEvent(target->stream, events);
-        } else if (target->stream == kListenerStream) {
-          Accept(*accept_, /*local=*/false);
-        } else if (target->stream == kLocalListenerStream) {
-          Accept(*local_accept_, /*local=*/true);
-        } else if (auto it = handshakes_.find(target->stream); it != handshakes_.end()) {
-          OnHandshakeReadable(*it->second);
-        }
-      },
-      [this] {
-        retired_handshakes_.clear();
-        CheckHandshakeDeadlines();
-        CheckShutdown();
-      })) {
+      [this](epoll_data_t data, uint32_t events) { OnLoopEvent(data, events); },
+      [this] { AfterLoopEvents(); })) {
   }
+}
+
+void TcpTransport::OnLoopEvent(epoll_data_t data, uint32_t events) {
+  auto* target = static_cast<Target*>(data.ptr);
+  if (target->channel != nullptr) {
+    target->channel->OnEvent(target->stream, events);
+  } else if (target->stream == kListenerStream) {
+    Accept(*accept_, /*local=*/false);
+  } else if (target->stream == kLocalListenerStream) {
+    Accept(*local_accept_, /*local=*/true);
+  } else if (auto it = handshakes_.find(target->stream); it != handshakes_.end()) {
+    OnHandshakeReadable(*it->second);
+  }
+}
+
+void TcpTransport::AfterLoopEvents() {
+  retired_handshakes_.clear();
+  CheckHandshakeDeadlines();
+  CheckShutdown();
 }
 
 void TcpTransport::Accept(AcceptGate& gate, bool local) {

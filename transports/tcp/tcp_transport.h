@@ -37,6 +37,10 @@ struct TcpTransportConfig {
   // namespace (the same host, outside any emulator) connect there: about twice TCP loopback's
   // throughput, same framing and handshake.
   bool local_sockets = true;
+  // A thread that waits for this transport's sends and receives of messages below the striping
+  // size handles the sockets' events itself where no other thread does (EventLoop::Drive),
+  // instead of sleeping until the progress thread has: one thread hand-off per message fewer.
+  bool waiters_poll = true;
   // TLS on TCP streams (never on local sockets); where it is off, frames carry
   // `limits.integrity`'s seal instead.
   TlsConfig tls;
@@ -46,7 +50,9 @@ struct TcpTransportConfig {
 // Channels must not be used after their transport is destroyed.
 //
 // Multi-stream TCP: one progress thread runs epoll over the listener, handshakes in progress and
-// every stream; other threads only post work to it. The higher rank of a pair connects, with
+// every stream; other threads post work to it, or run it themselves where it is idle
+// (EventLoop::RunHereOrPost), and a thread that waits for a request may poll in its stead
+// (`waiters_poll`). The higher rank of a pair connects, with
 // `streams` connections that each prove the token (HMAC challenge-response). Inbound connections
 // that fail the handshake (wrong token, garbage, truncation, oversized lengths, silence) are
 // answered with an error, logged with their address and closed; the listener keeps serving.
@@ -112,10 +118,14 @@ class TcpTransport final : public Transport, private TcpLoop {
   void UpdateConnected();
   absl::Status ConnectStream(const PeerAddress& peer, int rank, int stream, absl::Time deadline);
   void CheckShutdown();
+  // The loop's handlers, on whichever thread polls (the progress thread, or a waiter).
+  void OnLoopEvent(epoll_data_t data, uint32_t events);
+  void AfterLoopEvents();
 
   // TcpLoop.
   void Post(std::function<void()> work) override;
   void RunHereOrPost(std::function<void()> work) override;
+  RequestPtr NewRequest(bool waiter_polls) override;
   void Watch(int fd, Target* target, uint32_t events) override;
   void Modify(int fd, Target* target, uint32_t events) override;
   void Unwatch(int fd) override;
@@ -129,14 +139,17 @@ class TcpTransport final : public Transport, private TcpLoop {
   std::string published_;
   UniqueFd listener_;
   UniqueFd local_listener_;
-  std::unique_ptr<EventLoop> loop_;
+  // Shared with the requests (Request::loop), whose waiters may still be leaving it when the
+  // transport is gone.
+  std::shared_ptr<EventLoop> loop_;
   std::optional<AcceptGate> accept_;
   std::optional<AcceptGate> local_accept_;
   std::thread thread_;
   Target listener_target_{nullptr, -1};
   Target local_listener_target_{nullptr, -3};
 
-  // Progress-thread state.
+  // The loop's state: its work's, on whichever thread runs it (the progress thread, a caller it
+  // lets in, or a waiter that polls).
   int rank_ = -1;
   std::vector<std::shared_ptr<TcpChannel>> channels_;
   std::map<int, std::unique_ptr<Handshake>> handshakes_;
