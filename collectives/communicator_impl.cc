@@ -767,7 +767,8 @@ std::shared_ptr<Work> CommunicatorImpl::PointToPoint(std::shared_ptr<const Group
   // thread must poll for it, and not wait out the hold after a waiter polled (EventLoop::Recall).
   if (std::shared_ptr<EventLoop> loop = request->loop().lock()) loop->Recall();
   const absl::Time start = absl::Now();
-  // Runs on the progress thread: hands the completion, and the user's callbacks, to another.
+  // Runs on the thread that handles the transport's events (its progress thread, or a waiter that
+  // polls): hands the user's callbacks to another.
   request->Then([callbacks = callbacks_, work, report, start](const absl::Status& status) mutable {
     report.data_time = absl::Now() - start;
     work->Complete(status, report, callbacks.get());

@@ -29,10 +29,11 @@ namespace hmc {
 // (Drive): it then waits in epoll itself and handles what arrives, so the data it waits for wakes
 // it directly, not the loop's thread, which then wakes it (one thread hand-off per message fewer).
 // One thread polls at a time. While a waiter polls, the loop's thread stays off the sockets and
-// runs posted work (and the owner's checks) only; it takes them back kWaiterHold after the last
-// waiter left where no request is in flight (waits follow each other closely in a run of calls, and
-// each take-over from the loop's thread costs a wake of it), or at once where a waiter that left
-// was passed over by another that waits without polling.
+// runs posted work (and the owner's checks) only. It takes them back kWaiterHold after the last
+// waiter left (waits follow each other closely in a run of calls, and each take-over from the
+// loop's thread costs a wake of it), or at once when recalled: by Recall, by a waiter that leaves
+// while requests are in flight, or by one that leaves after another waiter was passed over. A
+// recall ends the hold until a waiter polls again.
 class EventLoop {
  public:
   static constexpr absl::Duration kWaiterHold = absl::Milliseconds(2);
@@ -75,9 +76,9 @@ class EventLoop {
   // thread does (see the class comment). `done` is checked after each batch of events and after
   // whatever work another thread runs for the loop meanwhile, which wakes this thread.
   Driven Drive(absl::Time deadline, absl::FunctionRef<bool()> done);
-  // For a thread about to sleep until the loop's events complete what it waits for: the loop's
-  // thread takes the sockets back at once, not kWaiterHold after the last waiter left (or, where
-  // a waiter polls, as soon as it leaves).
+  // For what must move whether or not a waiter polls (a thread about to sleep on the loop's
+  // events, a large transfer): the loop's thread takes the sockets back at once, not kWaiterHold
+  // after the last waiter left (or, where a waiter polls, as soon as it leaves).
   void Recall();
   // Requests of the loop's owner (Request::loop) in flight: while any is, a waiter that leaves
   // hands the sockets straight back to the loop's thread, since what is still moving may have

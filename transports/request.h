@@ -43,7 +43,7 @@ class Request {
   bool waiter_polls() const { return waiter_polls_; }
 
  private:
-  const std::weak_ptr<EventLoop> loop_;
+  const std::weak_ptr<EventLoop> loop_{};
   const bool waiter_polls_ = false;
   mutable Mutex mu_;
   bool done_ ABSL_GUARDED_BY(mu_) = false;

@@ -43,8 +43,9 @@ const OptionSpec<TransportOptions> kTransportOptions[] = {
      "A thread that waits for TCP sends and receives of messages below stripe_min_bytes polls "
      "the sockets and handles what arrives itself, where no other thread does, instead of "
      "sleeping until the progress thread has (one thread hand-off per message fewer); the "
-     "progress thread takes the sockets back 2 ms after the last such wait, or at once for a "
-     "wait on larger messages (it reads and writes while the waiter reduces)."},
+     "progress thread takes the sockets back 2 ms after the last such wait, or at once when a "
+     "larger message or a point-to-point call is posted (it reads and writes while the waiter "
+     "reduces)."},
     {"pull_min_bytes", &TransportOptions::pull_min_bytes,
      "Messages this large to a peer on local sockets are copied once, by the receiver, straight "
      "from the sender's memory (process_vm_readv); 0 turns this off."},

@@ -238,7 +238,8 @@ TEST(EventLoop, AWaiterPassedOverIsServedByTheLoopsThread) {
 }
 
 // After a waiter polled, the loop's thread leaves the sockets to waiters (for an hour here); a
-// thread about to sleep on the loop's events calls it back, and it handles them.
+// thread about to sleep on the loop's events calls it back, and it handles them, the second one
+// too: a recall lasts beyond the loop's next turn.
 TEST(EventLoop, RecallBringsTheLoopsThreadBackFromItsHold) {
   SocketPair pair;
   std::atomic<bool> arrived{false};
@@ -254,9 +255,12 @@ TEST(EventLoop, RecallBringsTheLoopsThreadBackFromItsHold) {
   ASSERT_EQ(loop->Drive(absl::Now() + absl::Seconds(20), [] { return true; }),
             EventLoop::Driven::kDone);
   loop->Recall();
-  pair.Send();
-  ASSERT_TRUE(WithinTwentySeconds(arrived));
-  EXPECT_EQ(handled_on, loop.loop_thread());
+  for (int message = 0; message < 2; ++message) {
+    arrived = false;
+    pair.Send();
+    ASSERT_TRUE(WithinTwentySeconds(arrived)) << "message " << message;
+    EXPECT_EQ(handled_on, loop.loop_thread());
+  }
 }
 
 // Without LetWaitersPoll (the coordinator's loop), and after Stop, nobody polls but the loop's
