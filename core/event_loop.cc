@@ -112,6 +112,7 @@ void EventLoop::RunExclusively(absl::FunctionRef<void()> work) {
 }
 
 void EventLoop::WakePollingWaiter() {
+  if (!waiter_on_event_) return;  // No waiter ever polls this loop.
   // A waiter that set waiter_polling_ after this looks checks `done` after it, and sees what the
   // work completed: mu_ orders the two.
   bool polling;
