@@ -14,12 +14,6 @@ constexpr int kEventsPerWait = 128;
 // as the loop's thread does between its waits.
 constexpr absl::Duration kWaiterSleep = absl::Milliseconds(100);
 
-// epoll's timeout for `left`, rounded up so that a wait does not end just before its deadline.
-int TimeoutMs(absl::Duration left) {
-  return static_cast<int>(
-      absl::ToInt64Milliseconds(left + absl::Milliseconds(1) - absl::Nanoseconds(1)));
-}
-
 // The loop whose work this thread runs now, if any: work it runs posts instead of running more
 // of the loop's work inside itself.
 thread_local const EventLoop* t_running = nullptr;
@@ -224,7 +218,7 @@ EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()
   {
     MutexLock lock(&mu_);
     if (stopping_ || waiter_polling_) {
-      passed_over_ = passed_over_ || waiter_polling_;
+      if (waiter_polling_) passed_over_ = true;
       return Driven::kNotHere;
     }
     waiter_polling_ = true;
@@ -240,15 +234,16 @@ EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()
   Driven result = Driven::kDone;
   for (;;) {
     if (done()) break;
-    const absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) {
+    const absl::Time now = absl::Now();
+    if (now >= deadline) {
       result = Driven::kDeadline;
       break;
     }
     // Sleeps without the turn, so that callers and posted work go on meanwhile; what it returns
     // says only that something is ready.
     epoll_event ready;
-    if (epoll_wait(epoll_.get(), &ready, 1, TimeoutMs(std::min(left, kWaiterSleep))) < 0 &&
+    if (epoll_wait(epoll_.get(), &ready, 1, PollTimeoutMs(std::min(deadline, now + kWaiterSleep))) <
+            0 &&
         errno != EINTR) {
       result = Driven::kNotHere;
       break;

@@ -5,21 +5,16 @@
 namespace hmc {
 namespace {
 
-// Where every one of `requests` is of one loop: runs it on this thread until they are done or the
-// deadline passes, if they all let their waiter poll and the loop lets it in (true), or else asks
-// the loop's thread to poll for them. False: the caller sleeps until they complete.
+// Where every one of `requests` is of one loop and lets its waiter poll: runs the loop on this
+// thread until they are done or the deadline passes (true), if the loop lets it in. False: the
+// caller sleeps until they complete (a request whose waiter does not poll recalled the loop's
+// thread when it was made: TcpTransport::NewRequest).
 bool WaitByPolling(const std::vector<Request*>& requests, absl::Time deadline) {
   std::shared_ptr<EventLoop> loop = requests.front()->loop().lock();
   if (loop == nullptr) return false;
-  bool all_poll = true;
   for (const Request* r : requests) {
     const std::weak_ptr<EventLoop>& other = r->loop();
-    if (loop.owner_before(other) || other.owner_before(loop)) return false;
-    all_poll = all_poll && r->waiter_polls();
-  }
-  if (!all_poll) {
-    loop->Recall();
-    return false;
+    if (!r->waiter_polls() || loop.owner_before(other) || other.owner_before(loop)) return false;
   }
   auto all_done = [&] {
     for (Request* r : requests) {

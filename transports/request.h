@@ -22,8 +22,8 @@ class Request {
   // A request that `loop`'s events complete, counted in flight there until it completes
   // (EventLoop::RequestStarted). Where `waiter_polls`, a thread that waits for it
   // (and only for requests that allow it, of the same loop) runs those events itself
-  // (EventLoop::Drive) instead of sleeping until the loop's thread has; otherwise it asks the
-  // loop's thread to poll (EventLoop::Recall) and sleeps.
+  // (EventLoop::Drive) instead of sleeping until the loop's thread has; otherwise it sleeps, and
+  // whoever made the request recalled the loop's thread (EventLoop::Recall).
   Request(std::weak_ptr<EventLoop> loop, bool waiter_polls)
       : loop_(std::move(loop)), waiter_polls_(waiter_polls) {}
 
