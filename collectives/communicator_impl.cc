@@ -13,7 +13,6 @@
 #include "collectives/broadcast.h"
 #include "collectives/halving_doubling.h"
 #include "collectives/host_collectives.h"
-#include "core/event_loop.h"
 #include "core/log.h"
 #include "core/placement.h"
 #include "core/socket.h"
@@ -764,8 +763,8 @@ std::shared_ptr<Work> CommunicatorImpl::PointToPoint(std::shared_ptr<const Group
                             : channel.Recv(tag, buffer.data, buffer.bytes());
   (send ? report.bytes_sent : report.bytes_received) = buffer.bytes();
   // Whoever waits for the call sleeps on the work, not in the transport's loop: that loop's own
-  // thread must poll for it, and not wait out the hold after a waiter polled (EventLoop::Recall).
-  if (std::shared_ptr<EventLoop> loop = request->loop().lock()) loop->Recall();
+  // thread must poll for it, and not wait out the hold after a waiter polled.
+  request->LeaveToLoopThread();
   const absl::Time start = absl::Now();
   // Runs on the thread that handles the transport's events (its progress thread, or a waiter that
   // polls): hands the user's callbacks to another.

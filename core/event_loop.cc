@@ -261,9 +261,9 @@ EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()
 void EventLoop::StopPolling() {
   waiter_polling_ = false;
   waiter_left_ = absl::Now();
-  // Another waiter sleeps without polling, or requests are in flight that nobody may wait for
+  // Another waiter sleeps without polling, or requests are in flight that nobody polls for
   // now (a send whose waiter sleeps on the call, a large transfer): the loop's thread serves them.
-  if (passed_over_ || requests_in_flight_.load(std::memory_order_relaxed) > 0) recall_ = true;
+  if (passed_over_ || unpolled_requests_.load(std::memory_order_relaxed) > 0) recall_ = true;
   passed_over_ = false;
 }
 

@@ -58,8 +58,17 @@ void Request::Complete(absl::Status status, size_t bytes) {
     bytes_ = bytes;
     then.swap(then_);
   }
-  if (std::shared_ptr<EventLoop> loop = loop_.lock()) loop->RequestEnded();
   for (auto& callback : then) callback(status_);  // status_ no longer changes once done_.
+}
+
+void Request::LeaveToLoopThread() {
+  std::shared_ptr<EventLoop> loop = loop_.lock();
+  if (loop == nullptr) return;
+  loop->Recall();
+  loop->UnpolledRequestStarted();
+  Then([weak = loop_](const absl::Status&) {
+    if (std::shared_ptr<EventLoop> alive = weak.lock()) alive->UnpolledRequestEnded();
+  });
 }
 
 void Request::Then(std::function<void(const absl::Status&)> callback) {

@@ -19,11 +19,10 @@ class EventLoop;
 class Request {
  public:
   Request() = default;
-  // A request that `loop`'s events complete, counted in flight there until it completes
-  // (EventLoop::RequestStarted). Where `waiter_polls`, a thread that waits for it
+  // A request that `loop`'s events complete. Where `waiter_polls`, a thread that waits for it
   // (and only for requests that allow it, of the same loop) runs those events itself
   // (EventLoop::Drive) instead of sleeping until the loop's thread has; otherwise it sleeps, and
-  // whoever made the request recalled the loop's thread (EventLoop::Recall).
+  // whoever made the request left it to the loop's thread (LeaveToLoopThread).
   Request(std::weak_ptr<EventLoop> loop, bool waiter_polls)
       : loop_(std::move(loop)), waiter_polls_(waiter_polls) {}
 
@@ -38,6 +37,11 @@ class Request {
   // Runs `callback` with the outcome once the request completes (at once if it has), on the
   // completing thread: it must not block. Callbacks run in the order they were given.
   void Then(std::function<void(const absl::Status&)> callback);
+  // For a request whose waiter sleeps (it does not let its waiter poll, or its caller sleeps on
+  // something else, as a point-to-point call's caller sleeps on the call's Work): the loop's
+  // thread takes the sockets back now, and at once after any waiter that polls meanwhile, until
+  // the request completes (EventLoop::Recall, UnpolledRequestStarted). Once, by its maker.
+  void LeaveToLoopThread();
   // The loop whose events complete it; empty where nothing lets a waiter run them.
   const std::weak_ptr<EventLoop>& loop() const { return loop_; }
   bool waiter_polls() const { return waiter_polls_; }

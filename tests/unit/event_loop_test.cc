@@ -13,6 +13,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "tests/testing/polled_loop.h"
 
 namespace hmc {
 namespace {
@@ -90,88 +91,28 @@ TEST(EventLoop, EveryPostWakesASleepingLoopWhilePostersRace) {
   EXPECT_EQ(lost.load(), 0) << "a post did not wake the loop";
 }
 
-// A loop whose thread runs RunOnce until stopped, with waiters let in, for the Drive tests.
-class PolledLoop {
- public:
-  explicit PolledLoop(std::function<void(epoll_data_t, uint32_t)> on_event,
-                      absl::Duration hold = EventLoop::kWaiterHold) {
-    absl::StatusOr<std::unique_ptr<EventLoop>> made = EventLoop::Create();
-    EXPECT_TRUE(made.ok()) << made.status();
-    loop_ = *std::move(made);
-    loop_->LetWaitersPoll(
-        on_event, [] {}, hold);
-    thread_ = std::thread([this, on_event] {
-      loop_thread_ = std::this_thread::get_id();
-      started_.Notify();
-      while (loop_->RunOnce(100, on_event)) {
-      }
-    });
-    started_.WaitForNotification();
-  }
-  ~PolledLoop() {
-    loop_->Stop();
-    thread_.join();
-  }
-  EventLoop& operator*() { return *loop_; }
-  EventLoop* operator->() { return loop_.get(); }
-  std::thread::id loop_thread() const { return loop_thread_; }
-
- private:
-  std::unique_ptr<EventLoop> loop_;
-  absl::Notification started_;
-  std::thread::id loop_thread_;
-  std::thread thread_;
-};
-
-// Bytes written to `to`, read back on whichever thread handles the event of `from`.
-struct SocketPair {
-  SocketPair() {
-    int fds[2];
-    EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
-    from = UniqueFd(fds[0]);
-    to = UniqueFd(fds[1]);
-  }
-  void Send() { EXPECT_EQ(write(to.get(), "x", 1), 1); }
-  void Drain() {
-    char c;
-    while (read(from.get(), &c, 1) == 1) {
-    }
-  }
-  UniqueFd from, to;
-};
-
-// Whether `flag` is set within 20 s (what another thread handles).
-bool WithinTwentySeconds(const std::atomic<bool>& flag) {
-  const absl::Time deadline = absl::Now() + absl::Seconds(20);
-  while (!flag && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(1));
-  return flag;
-}
+using testing_util::PolledLoop;
+using testing_util::SocketPair;
+using testing_util::WatchedPair;
+using testing_util::WithinTwentySeconds;
 
 // The waiter takes the sockets from the loop's thread, which was polling, and the event it waits
 // for is handled on its own thread. The byte is written only once the waiter polls (its first
 // check of `done`), so the loop's thread cannot have taken it first.
 TEST(EventLoop, AWaiterThatPollsHandlesTheEventItWaitsFor) {
-  SocketPair pair;
-  std::atomic<bool> arrived{false};
-  std::thread::id handled_on;
-  PolledLoop loop([&](epoll_data_t, uint32_t) {
-    pair.Drain();
-    handled_on = std::this_thread::get_id();
-    arrived = true;
-  });
-  loop->Watch(pair.from.get(), epoll_data_t{.u64 = 1}, EPOLLIN);
+  WatchedPair watched;
   absl::SleepFor(absl::Milliseconds(20));  // The loop's thread waits in epoll by now, or soon.
   bool sent = false;
-  const EventLoop::Driven driven = loop->Drive(absl::Now() + absl::Seconds(20), [&] {
+  const EventLoop::Driven driven = watched.loop->Drive(absl::Now() + absl::Seconds(20), [&] {
     if (!sent) {
-      pair.Send();
+      watched.pair.Send();
       sent = true;
     }
-    return arrived.load();
+    return watched.arrived.load();
   });
   EXPECT_EQ(driven, EventLoop::Driven::kDone);
-  EXPECT_EQ(handled_on, std::this_thread::get_id());
-  EXPECT_NE(handled_on, loop.loop_thread());
+  EXPECT_EQ(watched.handled_on, std::this_thread::get_id());
+  EXPECT_NE(watched.handled_on, watched.loop.loop_thread());
 }
 
 // While a waiter polls, posted work still runs on the loop's thread, and what it completes ends
@@ -241,25 +182,15 @@ TEST(EventLoop, AWaiterPassedOverIsServedByTheLoopsThread) {
 // thread about to sleep on the loop's events calls it back, and it handles them, the second one
 // too: a recall lasts beyond the loop's next turn.
 TEST(EventLoop, RecallBringsTheLoopsThreadBackFromItsHold) {
-  SocketPair pair;
-  std::atomic<bool> arrived{false};
-  std::thread::id handled_on;
-  PolledLoop loop(
-      [&](epoll_data_t, uint32_t) {
-        pair.Drain();
-        handled_on = std::this_thread::get_id();
-        arrived = true;
-      },
-      absl::Hours(1));
-  loop->Watch(pair.from.get(), epoll_data_t{.u64 = 1}, EPOLLIN);
-  ASSERT_EQ(loop->Drive(absl::Now() + absl::Seconds(20), [] { return true; }),
+  WatchedPair watched(absl::Hours(1));
+  ASSERT_EQ(watched.loop->Drive(absl::Now() + absl::Seconds(20), [] { return true; }),
             EventLoop::Driven::kDone);
-  loop->Recall();
+  watched.loop->Recall();
   for (int message = 0; message < 2; ++message) {
-    arrived = false;
-    pair.Send();
-    ASSERT_TRUE(WithinTwentySeconds(arrived)) << "message " << message;
-    EXPECT_EQ(handled_on, loop.loop_thread());
+    watched.arrived = false;
+    watched.pair.Send();
+    ASSERT_TRUE(WithinTwentySeconds(watched.arrived)) << "message " << message;
+    EXPECT_EQ(watched.handled_on, watched.loop.loop_thread());
   }
 }
 

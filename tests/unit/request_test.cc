@@ -1,13 +1,16 @@
 // Requests, the completions every transport hands out: callbacks run in order on the completing
-// thread, and WaitForAll returns once every request completed, or false at its deadline.
+// thread, WaitForAll returns once every request completed, or false at its deadline, and a request
+// left to its loop's thread keeps that thread on the sockets while it is in flight.
 #include "transports/request.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "tests/testing/polled_loop.h"
 
 namespace hmc {
 namespace {
@@ -50,6 +53,37 @@ TEST(WaitForAll, ReturnsFalseAtTheDeadlineWhileOneIsStillRunning) {
   requests[3]->Complete(absl::OkStatus());
   EXPECT_TRUE(WaitForAll(requests, absl::Now()));
   EXPECT_TRUE(WaitForAll({}, absl::Now()));
+}
+
+// A request whose waiter sleeps (a large transfer, a point-to-point call) brings the loop's thread
+// back after every waiter that polled meanwhile, until it completes; then a waiter that leaves
+// leaves the sockets to the next one for the hold (an hour here), as after a step of a multi-step
+// algorithm, whose next receive's waiter comes back to poll.
+TEST(Request, ARequestLeftToTheLoopsThreadBringsItBackAfterEachWaiterUntilItCompletes) {
+  testing_util::WatchedPair watched(absl::Hours(1));
+  auto waiter_polls_once = [&] {
+    return watched.loop->Drive(absl::Now() + absl::Seconds(20), [] { return true; });
+  };
+  Request large(watched.loop.weak(), /*waiter_polls=*/false);
+  large.LeaveToLoopThread();
+  for (int waiter = 0; waiter < 2; ++waiter) {
+    ASSERT_EQ(waiter_polls_once(), EventLoop::Driven::kDone);
+    watched.arrived = false;
+    watched.pair.Send();
+    ASSERT_TRUE(testing_util::WithinTwentySeconds(watched.arrived)) << "after waiter " << waiter;
+    EXPECT_EQ(watched.handled_on, watched.loop.loop_thread());
+  }
+  large.Complete(absl::OkStatus());
+  ASSERT_EQ(waiter_polls_once(), EventLoop::Driven::kDone);
+  watched.arrived = false;
+  watched.pair.Send();
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(watched.arrived)
+      << "the loop's thread took the sockets back with nothing left to it";
+  ASSERT_EQ(
+      watched.loop->Drive(absl::Now() + absl::Seconds(20), [&] { return watched.arrived.load(); }),
+      EventLoop::Driven::kDone);
+  EXPECT_EQ(watched.handled_on, std::this_thread::get_id());
 }
 
 }  // namespace

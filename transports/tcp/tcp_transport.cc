@@ -124,10 +124,10 @@ void TcpTransport::RunHereOrPost(std::function<void()> work) {
 
 RequestPtr TcpTransport::NewRequest(bool waiter_polls) {
   if (!config_.waiters_poll) return std::make_shared<Request>();
+  auto request = std::make_shared<Request>(loop_, waiter_polls);
   // A large message moves from now on, whoever waits and whenever: the progress thread's.
-  if (!waiter_polls) loop_->Recall();
-  loop_->RequestStarted();
-  return std::make_shared<Request>(loop_, waiter_polls);
+  if (!waiter_polls) request->LeaveToLoopThread();
+  return request;
 }
 
 void TcpTransport::Watch(int fd, Target* target, uint32_t events) {
