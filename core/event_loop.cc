@@ -263,17 +263,21 @@ void EventLoop::StopPolling() {
   waiter_left_ = absl::Now();
   // Another waiter sleeps without polling, or requests are in flight that nobody polls for
   // now (a send whose waiter sleeps on the call, a large transfer): the loop's thread serves them.
-  if (passed_over_ || unpolled_requests_.load(std::memory_order_relaxed) > 0) recall_ = true;
+  if (passed_over_ || unpolled_requests_ > 0) recall_ = true;
   passed_over_ = false;
 }
 
-void EventLoop::Recall() {
+void EventLoop::UnpolledRequestStarted() {
   MutexLock lock(&mu_);
-  if (waiter_polling_) {
-    passed_over_ = true;
-  } else {
-    recall_ = true;
-  }
+  ++unpolled_requests_;
+  // A waiter that polls now hands the sockets back as it leaves (StopPolling sees the count); a
+  // recall meanwhile would only wake the loop's thread to find the sockets still held.
+  if (!waiter_polling_) recall_ = true;
+}
+
+void EventLoop::UnpolledRequestEnded() {
+  MutexLock lock(&mu_);
+  --unpolled_requests_;
 }
 
 bool EventLoop::HandleWaiterBatch() {

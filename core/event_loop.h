@@ -3,7 +3,6 @@
 
 #include <sys/epoll.h>
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -31,9 +30,10 @@ namespace hmc {
 // One thread polls at a time. While a waiter polls, the loop's thread stays off the sockets and
 // runs posted work (and the owner's checks) only. It takes them back kWaiterHold after the last
 // waiter left (waits follow each other closely in a run of calls, and each take-over from the
-// loop's thread costs a wake of it), or at once when recalled: by Recall, by a waiter that leaves
-// while requests that nobody polls for are in flight (UnpolledRequestStarted), or by one that
-// leaves after another waiter was passed over. A recall ends the hold until a waiter polls again.
+// loop's thread costs a wake of it), or at once when recalled: while requests that nobody polls
+// for are in flight (UnpolledRequestStarted: at once, and after every waiter that polls meanwhile),
+// and when a waiter leaves after another waiter was passed over. A recall ends the hold until a
+// waiter polls again.
 class EventLoop {
  public:
   static constexpr absl::Duration kWaiterHold = absl::Milliseconds(2);
@@ -76,17 +76,15 @@ class EventLoop {
   // thread does (see the class comment). `done` is checked after each batch of events and after
   // whatever work another thread runs for the loop meanwhile, which wakes this thread.
   Driven Drive(absl::Time deadline, absl::FunctionRef<bool()> done);
-  // For what must move whether or not a waiter polls (a thread about to sleep on the loop's
-  // events, a large transfer): the loop's thread takes the sockets back at once, not kWaiterHold
-  // after the last waiter left (or, where a waiter polls, as soon as it leaves).
-  void Recall();
-  // Requests of the loop's owner in flight whose waiters sleep (Request::LeaveToLoopThread): while
-  // any is, a waiter that leaves hands the sockets straight back to the loop's thread, since
-  // nobody else polls for them. Requests whose waiters poll are not counted: their waiters come
-  // back to poll for them (a multi-step algorithm's next receive), and a recall after each step
-  // would cost two wakes of the loop's thread per step.
-  void UnpolledRequestStarted() { unpolled_requests_.fetch_add(1, std::memory_order_relaxed); }
-  void UnpolledRequestEnded() { unpolled_requests_.fetch_sub(1, std::memory_order_relaxed); }
+  // A request of the loop's owner whose waiter sleeps (Request::LeaveToLoopThread: a large
+  // transfer, a point-to-point call), from its start to its end. While any is in flight the loop's
+  // thread serves the sockets: it takes them back at once, not kWaiterHold after the last waiter
+  // left, and a waiter that polls meanwhile hands them straight back as it leaves. Requests whose
+  // waiters poll are not counted: their waiters come back to poll for them (a multi-step
+  // algorithm's next receive), and a recall after each step would cost two wakes of the loop's
+  // thread per step.
+  void UnpolledRequestStarted();
+  void UnpolledRequestEnded();
 
   // Waits up to `timeout_ms` for events, hands each to `on_event`, runs the work posted so far,
   // then `after` (the owner's own checks, with the loop's state to itself as for the rest). False,
@@ -131,7 +129,7 @@ class EventLoop {
   bool waiter_polling_ ABSL_GUARDED_BY(mu_) = false;  // A waiter in Drive.
   absl::Time waiter_left_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // The last one.
   absl::Duration waiter_hold_ ABSL_GUARDED_BY(mu_) = kWaiterHold;
-  std::atomic<int64_t> unpolled_requests_{0};
+  int64_t unpolled_requests_ ABSL_GUARDED_BY(mu_) = 0;
   bool passed_over_ ABSL_GUARDED_BY(mu_) = false;  // A waiter found another polling.
   bool recall_ ABSL_GUARDED_BY(mu_) = false;       // The loop's thread is wanted back now.
 };

@@ -5,10 +5,17 @@
 namespace hmc {
 namespace {
 
+bool AllDone(const std::vector<Request*>& requests) {
+  for (const Request* r : requests) {
+    if (!r->done()) return false;
+  }
+  return true;
+}
+
 // Where every one of `requests` is of one loop and lets its waiter poll: runs the loop on this
 // thread until they are done or the deadline passes (true), if the loop lets it in. False: the
-// caller sleeps until they complete (a request whose waiter does not poll recalled the loop's
-// thread when it was made: TcpTransport::NewRequest).
+// caller sleeps until they complete (a request whose waiter does not poll was left to the loop's
+// thread when it was made: Request::LeaveToLoopThread).
 bool WaitByPolling(const std::vector<Request*>& requests, absl::Time deadline) {
   std::shared_ptr<EventLoop> loop = requests.front()->loop().lock();
   if (loop == nullptr) return false;
@@ -16,13 +23,7 @@ bool WaitByPolling(const std::vector<Request*>& requests, absl::Time deadline) {
     const std::weak_ptr<EventLoop>& other = r->loop();
     if (!r->waiter_polls() || loop.owner_before(other) || other.owner_before(loop)) return false;
   }
-  auto all_done = [&] {
-    for (Request* r : requests) {
-      if (!r->done()) return false;
-    }
-    return true;
-  };
-  return loop->Drive(deadline, all_done) != EventLoop::Driven::kNotHere;
+  return loop->Drive(deadline, [&] { return AllDone(requests); }) != EventLoop::Driven::kNotHere;
 }
 
 }  // namespace
@@ -64,7 +65,6 @@ void Request::Complete(absl::Status status, size_t bytes) {
 void Request::LeaveToLoopThread() {
   std::shared_ptr<EventLoop> loop = loop_.lock();
   if (loop == nullptr) return;
-  loop->Recall();
   loop->UnpolledRequestStarted();
   Then([weak = loop_](const absl::Status&) {
     if (std::shared_ptr<EventLoop> alive = weak.lock()) alive->UnpolledRequestEnded();
@@ -113,12 +113,7 @@ bool WaitForAll(const std::vector<RequestPtr>& requests, absl::Time deadline) {
     if (!r->done()) running.push_back(r.get());
   }
   if (running.empty()) return true;
-  if (WaitByPolling(running, deadline)) {
-    for (Request* r : running) {
-      if (!r->done()) return false;
-    }
-    return true;
-  }
+  if (WaitByPolling(running, deadline)) return AllDone(running);
   if (running.size() == 1) {
     running[0]->Wait(deadline).IgnoreError();
     return running[0]->done();

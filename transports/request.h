@@ -40,7 +40,7 @@ class Request {
   // For a request whose waiter sleeps (it does not let its waiter poll, or its caller sleeps on
   // something else, as a point-to-point call's caller sleeps on the call's Work): the loop's
   // thread takes the sockets back now, and at once after any waiter that polls meanwhile, until
-  // the request completes (EventLoop::Recall, UnpolledRequestStarted). Once, by its maker.
+  // the request completes (EventLoop::UnpolledRequestStarted). Once, by its maker.
   void LeaveToLoopThread();
   // The loop whose events complete it; empty where nothing lets a waiter run them.
   const std::weak_ptr<EventLoop>& loop() const { return loop_; }

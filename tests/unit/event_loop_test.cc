@@ -179,19 +179,20 @@ TEST(EventLoop, AWaiterPassedOverIsServedByTheLoopsThread) {
 }
 
 // After a waiter polled, the loop's thread leaves the sockets to waiters (for an hour here); a
-// thread about to sleep on the loop's events calls it back, and it handles them, the second one
-// too: a recall lasts beyond the loop's next turn.
-TEST(EventLoop, RecallBringsTheLoopsThreadBackFromItsHold) {
+// request whose waiter sleeps calls it back, and it handles the events, the second one too: the
+// recall lasts beyond the loop's next turn.
+TEST(EventLoop, AnUnpolledRequestBringsTheLoopsThreadBackFromItsHold) {
   WatchedPair watched(absl::Hours(1));
   ASSERT_EQ(watched.loop->Drive(absl::Now() + absl::Seconds(20), [] { return true; }),
             EventLoop::Driven::kDone);
-  watched.loop->Recall();
+  watched.loop->UnpolledRequestStarted();
   for (int message = 0; message < 2; ++message) {
     watched.arrived = false;
     watched.pair.Send();
     ASSERT_TRUE(WithinTwentySeconds(watched.arrived)) << "message " << message;
     EXPECT_EQ(watched.handled_on, watched.loop.loop_thread());
   }
+  watched.loop->UnpolledRequestEnded();
 }
 
 // Without LetWaitersPoll (the coordinator's loop), and after Stop, nobody polls but the loop's
