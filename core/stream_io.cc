@@ -90,4 +90,24 @@ IoResult SocketIo::Read(void* data, size_t bytes) {
   return IoResult{IoResult::kFailed, 0, std::strerror(errno)};
 }
 
+IoResult BufferedSocketIo::Read(void* data, size_t bytes) {
+  if (!buffered()) {
+    if (bytes >= kReadAheadBytes) return SocketIo::Read(data, bytes);
+    if (emptied_) {
+      emptied_ = false;
+      return IoResult{IoResult::kWouldBlock, 0, {}};
+    }
+    if (buffer_ == nullptr) buffer_ = std::make_unique<uint8_t[]>(kReadAheadBytes);
+    const IoResult r = SocketIo::Read(buffer_.get(), kReadAheadBytes);
+    if (r.kind != IoResult::kDone) return r;
+    begin_ = 0;
+    end_ = r.bytes;
+    emptied_ = r.bytes < kReadAheadBytes;
+  }
+  const size_t taken = std::min(bytes, end_ - begin_);
+  std::memcpy(data, buffer_.get() + begin_, taken);
+  begin_ += taken;
+  return IoResult{IoResult::kDone, taken, {}};
+}
+
 }  // namespace hmc

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -53,11 +54,33 @@ class StreamIo {
 };
 
 // The socket as it is.
-class SocketIo final : public StreamIo {
+class SocketIo : public StreamIo {
  public:
   explicit SocketIo(int fd) : StreamIo(fd) {}
   IoResult Write(std::span<const iovec> iov) override;
   IoResult Read(void* data, size_t bytes) override;
+};
+
+// The socket with a buffer in front of its reads, for a connection that only this object reads
+// from for the rest of its life (what it read ahead is lost with it). A read of fewer than
+// kReadAheadBytes takes what the socket holds, up to that many: a small frame's header, payload
+// and seal then cost one recv, not three. Larger reads, once the buffer is empty, go straight to
+// their destination. A read ahead that got less than it asked for emptied the socket, so the read
+// after the buffer runs dry says kWouldBlock without the recv that would only say EAGAIN, and the
+// one after that asks the socket again. Only for sockets watched level-triggered, which signal
+// again what arrives meanwhile.
+class BufferedSocketIo final : public SocketIo {
+ public:
+  static constexpr size_t kReadAheadBytes = 16 << 10;
+  explicit BufferedSocketIo(int fd) : SocketIo(fd) {}
+  IoResult Read(void* data, size_t bytes) override;
+  bool buffered() const override { return begin_ < end_; }
+
+ private:
+  std::unique_ptr<uint8_t[]> buffer_;  // Allocated by the first read ahead.
+  size_t begin_ = 0;                   // What is left to take: [begin_, end_).
+  size_t end_ = 0;
+  bool emptied_ = false;  // The last read ahead left the socket empty.
 };
 
 // Write or read exactly the span on a non-blocking socket as it is (SocketIo), waiting with poll

@@ -109,7 +109,8 @@ absl::Status TcpChannel::AttachStream(int index, UniqueFd fd, bool local,
                                       StreamProtection protection) {
   if (absl::Status can = CanAttach(index); !can.ok()) return can;
   Stream& s = *streams_[index];
-  s.io = protection.io != nullptr ? std::move(protection.io) : std::make_unique<SocketIo>(fd.get());
+  s.io = protection.io != nullptr ? std::move(protection.io)
+                                  : std::make_unique<BufferedSocketIo>(fd.get());
   if (protection.integrity != FrameIntegrity::kOff) {
     s.send_seal = std::make_unique<FrameSeal>(protection.integrity, protection.send_key);
     s.receive_seal = std::make_unique<FrameSeal>(protection.integrity, protection.receive_key);
