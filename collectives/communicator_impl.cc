@@ -772,6 +772,15 @@ std::shared_ptr<Work> CommunicatorImpl::PointToPoint(std::shared_ptr<const Group
     report.data_time = absl::Now() - start;
     work->Complete(status, report, callbacks.get());
   });
+  // Where waiters spin (each rank has a CPU), a thread that does wait for the call polls for the
+  // request itself: the message wakes it, not the loop's thread, which would then wake it. Where
+  // ranks share CPUs, a waiter polling beside the loop's thread costs more hand-offs than it
+  // saves (4 ranks on 2 cores: 1.3x slower; perf/RESULTS.md, "Waiters that spin").
+  if (request->waiter_spins()) {
+    work->RunOnWait([request, deadline = CallDeadline(options_.timeout)] {
+      request->Wait(deadline).IgnoreError();  // The call's outcome is the work's.
+    });
+  }
   return work;
 }
 

@@ -231,6 +231,11 @@ EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()
       }
     }
   }
+  absl::Duration spin;
+  {
+    MutexLock lock(&mu_);
+    spin = waiter_spin_;
+  }
   Driven result = Driven::kDone;
   for (;;) {
     if (done()) break;
@@ -239,12 +244,7 @@ EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()
       result = Driven::kDeadline;
       break;
     }
-    // Sleeps without the turn, so that callers and posted work go on meanwhile; what it returns
-    // says only that something is ready.
-    epoll_event ready;
-    if (epoll_wait(epoll_.get(), &ready, 1, PollTimeoutMs(std::min(deadline, now + kWaiterSleep))) <
-            0 &&
-        errno != EINTR) {
+    if (!WaitForReady(std::min(deadline, now + kWaiterSleep), spin)) {
       result = Driven::kNotHere;
       break;
     }
@@ -256,6 +256,31 @@ EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()
   MutexLock lock(&mu_);
   StopPolling();
   return result;
+}
+
+void EventLoop::SetWaiterSpin(absl::Duration spin) {
+  MutexLock lock(&mu_);
+  waiter_spin_ = spin;
+}
+
+absl::Duration EventLoop::waiter_spin() const {
+  MutexLock lock(&mu_);
+  return waiter_spin_;
+}
+
+bool EventLoop::WaitForReady(absl::Time until, absl::Duration spin) {
+  // Without the turn, so that callers and posted work go on meanwhile; what it finds says only
+  // that something is ready.
+  epoll_event ready;
+  int n = 0;
+  if (spin > absl::ZeroDuration()) {
+    const absl::Time spin_until = std::min(until, absl::Now() + spin);
+    do {
+      n = epoll_wait(epoll_.get(), &ready, 1, 0);
+    } while (n == 0 && absl::Now() < spin_until);
+  }
+  if (n == 0) n = epoll_wait(epoll_.get(), &ready, 1, PollTimeoutMs(until));
+  return n >= 0 || errno == EINTR;
 }
 
 void EventLoop::StopPolling() {

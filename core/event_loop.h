@@ -72,6 +72,11 @@ class EventLoop {
   // waiter left. Once, before the loop's thread starts.
   void LetWaitersPoll(std::function<void(epoll_data_t data, uint32_t events)> on_event,
                       std::function<void()> after, absl::Duration hold = kWaiterHold);
+  // How long a polling waiter keeps asking epoll, without sleeping, before it sleeps in it: what
+  // arrives meanwhile costs no wake-up of this thread. Only where the thread has a core to itself:
+  // on a shared one it takes the time of the thread it waits for. Zero (the default): none.
+  void SetWaiterSpin(absl::Duration spin);
+  absl::Duration waiter_spin() const;
   // Waits until `done()` or the deadline, polling the loop's sockets on this thread where no other
   // thread does (see the class comment). `done` is checked after each batch of events and after
   // whatever work another thread runs for the loop meanwhile, which wakes this thread.
@@ -107,6 +112,8 @@ class EventLoop {
   void StopPolling() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After work that may have completed what a polling waiter waits for: wakes it to look.
   void WakePollingWaiter();
+  // A polling waiter's wait for something ready, spinning up to `spin` first; false on an error.
+  bool WaitForReady(absl::Time until, absl::Duration spin);
   // A polling waiter's batch: takes the turn, then the events (under the turn, so that no other
   // work of the loop can retire what an event points at in between), and handles them. False once
   // the loop stops.
@@ -118,7 +125,7 @@ class EventLoop {
   // work here for RunHereOrPost): what the loop's state needs no other lock for. Not while a
   // thread waits in epoll.
   Mutex turn_;
-  Mutex mu_;
+  mutable Mutex mu_;
   std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 
@@ -129,6 +136,7 @@ class EventLoop {
   bool waiter_polling_ ABSL_GUARDED_BY(mu_) = false;  // A waiter in Drive.
   absl::Time waiter_left_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // The last one.
   absl::Duration waiter_hold_ ABSL_GUARDED_BY(mu_) = kWaiterHold;
+  absl::Duration waiter_spin_ ABSL_GUARDED_BY(mu_);
   int64_t unpolled_requests_ ABSL_GUARDED_BY(mu_) = 0;
   bool passed_over_ ABSL_GUARDED_BY(mu_) = false;  // A waiter found another polling.
   bool recall_ ABSL_GUARDED_BY(mu_) = false;       // The loop's thread is wanted back now.

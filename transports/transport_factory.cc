@@ -33,6 +33,7 @@ absl::StatusOr<TcpTransportConfig> TcpConfigFrom(const TransportSettings& option
   config.tcp_congestion = options.tcp_congestion;
   config.local_sockets = options.local_sockets;
   config.waiters_poll = options.waiters_poll;
+  config.waiter_spin_us = options.waiter_spin_us;
   absl::StatusOr<TlsConfig> tls = TlsConfigFrom(options);
   if (!tls.ok()) return tls.status();
   absl::StatusOr<FrameIntegrity> integrity = ParseFrameIntegrity(options.integrity);

@@ -46,6 +46,11 @@ const OptionSpec<TransportOptions> kTransportOptions[] = {
      "progress thread takes the sockets back 2 ms after the last such wait, or at once when a "
      "larger message or a point-to-point call is posted (it reads and writes while the waiter "
      "reduces)."},
+    {"waiter_spin_us", &TransportOptions::waiter_spin_us,
+     "How long, in microseconds, a polling waiter (waiters_poll) keeps asking for events before "
+     "it sleeps: a message that arrives meanwhile costs no wake-up. -1 (auto): 50 where the ranks "
+     "on this host (this one and its peers on local sockets) are no more than its CPUs, else 0 "
+     "(a spinning rank would take the core of the rank it waits for)."},
     {"pull_min_bytes", &TransportOptions::pull_min_bytes,
      "Messages this large to a peer on local sockets are copied once, by the receiver, straight "
      "from the sender's memory (process_vm_readv); 0 turns this off."},
@@ -88,7 +93,7 @@ absl::Status TransportOptions::Validate() const {
         absl::StrFormat("ofi_register=%s: must be auto or always", ofi_register));
   }
   if (max_frame_bytes < 4096 || max_unexpected_bytes < 0 || stripe_min_bytes < 1 ||
-      socket_buffer_bytes < 0 || pull_min_bytes < 0) {
+      socket_buffer_bytes < 0 || pull_min_bytes < 0 || waiter_spin_us < -1) {
     return absl::InvalidArgumentError("a size option of the transports is out of range");
   }
   return absl::OkStatus();

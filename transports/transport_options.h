@@ -23,6 +23,7 @@ struct TransportOptions {
   bool adapt_streams = true;             // When streams is 0: per link and size, from transfers.
   bool local_sockets = true;             // Unix domain sockets to peers in this network namespace.
   bool waiters_poll = true;              // A thread that waits for small messages polls TCP.
+  int64_t waiter_spin_us = -1;           // Its spin before it sleeps; -1: by ranks and CPUs.
   int64_t pull_min_bytes = 64 << 10;     // Single-copy pulls from local peers; 0: off.
   int64_t socket_buffer_bytes = 0;       // SO_SNDBUF/SO_RCVBUF; 0 keeps the kernel's autotuning.
   std::string tcp_congestion;            // TCP_CONGESTION of every TCP socket; empty: the host's.

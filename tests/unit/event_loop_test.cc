@@ -115,6 +115,25 @@ TEST(EventLoop, AWaiterThatPollsHandlesTheEventItWaitsFor) {
   EXPECT_NE(watched.handled_on, watched.loop.loop_thread());
 }
 
+// A waiter that spins before it sleeps (here for an hour) handles on its own thread what arrives
+// meanwhile, and its spin ends with its wait: a wait with nothing to handle ends at its deadline,
+// not at the spin's end.
+TEST(EventLoop, ASpinningWaiterHandlesWhatArrivesAndStopsAtItsDeadline) {
+  WatchedPair watched;
+  watched.loop->SetWaiterSpin(absl::Hours(1));
+  std::thread sender([&] {
+    absl::SleepFor(absl::Milliseconds(20));
+    watched.pair.Send();
+  });
+  EXPECT_EQ(
+      watched.loop->Drive(absl::Now() + absl::Seconds(20), [&] { return watched.arrived.load(); }),
+      EventLoop::Driven::kDone);
+  sender.join();
+  EXPECT_EQ(watched.handled_on, std::this_thread::get_id());
+  EXPECT_EQ(watched.loop->Drive(absl::Now() + absl::Milliseconds(50), [] { return false; }),
+            EventLoop::Driven::kDeadline);
+}
+
 // While a waiter polls, posted work still runs on the loop's thread, and what it completes ends
 // the waiter's wait.
 TEST(EventLoop, PostedWorkRunsOnTheLoopsThreadWhileAWaiterPolls) {

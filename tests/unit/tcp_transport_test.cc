@@ -478,5 +478,14 @@ TEST(TcpTransport, RejectsBadHandshakesAndKeepsServing) {
             "");
 }
 
+// A polling waiter spins only where every rank on the host may keep a CPU busy.
+TEST(TcpTransport, WaitersSpinOnlyWhereTheHostsRanksHaveACpuEach) {
+  EXPECT_GT(WaiterSpinFor(1, 1), absl::ZeroDuration());
+  EXPECT_GT(WaiterSpinFor(2, 2), absl::ZeroDuration());
+  EXPECT_GT(WaiterSpinFor(8, 64), absl::ZeroDuration());
+  EXPECT_EQ(WaiterSpinFor(3, 2), absl::ZeroDuration());
+  EXPECT_EQ(WaiterSpinFor(4, 2), absl::ZeroDuration());
+}
+
 }  // namespace
 }  // namespace hmc

@@ -646,7 +646,20 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
                         absl::StrJoin(PeersMissingStreams(), ", "), errors.empty() ? "" : ": ",
                         absl::StrJoin(errors, "; ")));
   }
+  if (config_.waiter_spin_us >= 0) {
+    loop_->SetWaiterSpin(absl::Microseconds(config_.waiter_spin_us));
+  } else {
+    const int local_peers =
+        static_cast<int>(std::count_if(channels.begin(), channels.end(),
+                                       [](const auto& c) { return c != nullptr && c->local(); }));
+    loop_->SetWaiterSpin(
+        WaiterSpinFor(1 + local_peers, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))));
+  }
   return std::vector<std::shared_ptr<Channel>>(channels.begin(), channels.end());
+}
+
+absl::Duration WaiterSpinFor(int ranks_on_host, int cpus) {
+  return ranks_on_host <= cpus ? absl::Microseconds(50) : absl::ZeroDuration();
 }
 
 void TcpTransport::Shutdown(absl::Time deadline) {

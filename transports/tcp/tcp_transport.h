@@ -41,11 +41,20 @@ struct TcpTransportConfig {
   // size handles the sockets' events itself where no other thread does (EventLoop::Drive),
   // instead of sleeping until the progress thread has: one thread hand-off per message fewer.
   bool waiters_poll = true;
+  // How long such a waiter spins before it sleeps (EventLoop::SetWaiterSpin), µs; -1: chosen once
+  // connected (WaiterSpinFor).
+  int64_t waiter_spin_us = -1;
   // TLS on TCP streams (never on local sockets); where it is off, frames carry
   // `limits.integrity`'s seal instead.
   TlsConfig tls;
   TcpLimits limits;
 };
+
+// How long a polling waiter spins before it sleeps (TcpTransportConfig::waiter_spin_us = -1):
+// 50 µs where the ranks on the host (`ranks_on_host`: a rank and its peers on local sockets) are no
+// more than its `cpus`, so that each may keep one busy; none where they are more, where a
+// spinning rank would hold the core that the rank it waits for needs to send.
+absl::Duration WaiterSpinFor(int ranks_on_host, int cpus);
 
 // Channels must not be used after their transport is destroyed.
 //
