@@ -171,7 +171,9 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Create(const
   // Before the transport and the workers start their threads, which bind themselves.
   std::string placement = PlaceThisRank(options, local.host());
   absl::StatusOr<std::unique_ptr<Transport>> transport =
-      MakeTransport({options, options}, {.default_bind = local.ToString(), .epoch = kInitialEpoch});
+      MakeTransport({options, options}, {.default_bind = local.ToString(),
+                                         .epoch = kInitialEpoch,
+                                         .ranks_on_host = static_cast<int>(options.local_size)});
   if (!transport.ok()) return transport.status();
   if (absl::Status s = (*client)->Join((*transport)->address(), deadline); !s.ok()) return s;
   absl::StatusOr<PeerTable> table = (*client)->WaitForPeers(deadline);
@@ -772,15 +774,6 @@ std::shared_ptr<Work> CommunicatorImpl::PointToPoint(std::shared_ptr<const Group
     report.data_time = absl::Now() - start;
     work->Complete(status, report, callbacks.get());
   });
-  // Where waiters spin (each rank has a CPU), a thread that does wait for the call polls for the
-  // request itself: the message wakes it, not the loop's thread, which would then wake it. Where
-  // ranks share CPUs, a waiter polling beside the loop's thread costs more hand-offs than it
-  // saves (4 ranks on 2 cores: 1.3x slower; perf/RESULTS.md, "Waiters that spin").
-  if (request->waiter_spins()) {
-    work->RunOnWait([request, deadline = CallDeadline(options_.timeout)] {
-      request->Wait(deadline).IgnoreError();  // The call's outcome is the work's.
-    });
-  }
   return work;
 }
 

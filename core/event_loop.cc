@@ -215,8 +215,10 @@ bool EventLoop::RunOnce(int timeout_ms,
 
 EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()> done) {
   if (!waiter_on_event_ || t_running == this) return Driven::kNotHere;
+  absl::Duration spin;
   {
     MutexLock lock(&mu_);
+    spin = waiter_spin_;
     if (stopping_ || waiter_polling_) {
       if (waiter_polling_) passed_over_ = true;
       return Driven::kNotHere;
@@ -230,11 +232,6 @@ EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()
         return Driven::kDeadline;
       }
     }
-  }
-  absl::Duration spin;
-  {
-    MutexLock lock(&mu_);
-    spin = waiter_spin_;
   }
   Driven result = Driven::kDone;
   for (;;) {
@@ -261,11 +258,6 @@ EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()
 void EventLoop::SetWaiterSpin(absl::Duration spin) {
   MutexLock lock(&mu_);
   waiter_spin_ = spin;
-}
-
-absl::Duration EventLoop::waiter_spin() const {
-  MutexLock lock(&mu_);
-  return waiter_spin_;
 }
 
 bool EventLoop::WaitForReady(absl::Time until, absl::Duration spin) {

@@ -76,7 +76,6 @@ class EventLoop {
   // arrives meanwhile costs no wake-up of this thread. Only where the thread has a core to itself:
   // on a shared one it takes the time of the thread it waits for. Zero (the default): none.
   void SetWaiterSpin(absl::Duration spin);
-  absl::Duration waiter_spin() const;
   // Waits until `done()` or the deadline, polling the loop's sockets on this thread where no other
   // thread does (see the class comment). `done` is checked after each batch of events and after
   // whatever work another thread runs for the loop meanwhile, which wakes this thread.
@@ -125,7 +124,7 @@ class EventLoop {
   // work here for RunHereOrPost): what the loop's state needs no other lock for. Not while a
   // thread waits in epoll.
   Mutex turn_;
-  mutable Mutex mu_;
+  Mutex mu_;
   std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 

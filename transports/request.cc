@@ -39,11 +39,6 @@ absl::Status Request::Wait(absl::Time deadline) {
   return status_;
 }
 
-bool Request::waiter_spins() const {
-  const std::shared_ptr<EventLoop> loop = loop_.lock();
-  return waiter_polls_ && loop != nullptr && loop->waiter_spin() > absl::ZeroDuration();
-}
-
 bool Request::done() const {
   MutexLock lock(&mu_);
   return done_;

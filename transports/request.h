@@ -45,9 +45,6 @@ class Request {
   // The loop whose events complete it; empty where nothing lets a waiter run them.
   const std::weak_ptr<EventLoop>& loop() const { return loop_; }
   bool waiter_polls() const { return waiter_polls_; }
-  // Whether its waiter polls and spins before it sleeps (EventLoop::SetWaiterSpin): what a
-  // waiter does where each rank has a CPU of its own.
-  bool waiter_spins() const;
 
  private:
   const std::weak_ptr<EventLoop> loop_{};

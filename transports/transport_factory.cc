@@ -34,6 +34,7 @@ absl::StatusOr<TcpTransportConfig> TcpConfigFrom(const TransportSettings& option
   config.local_sockets = options.local_sockets;
   config.waiters_poll = options.waiters_poll;
   config.waiter_spin_us = options.waiter_spin_us;
+  config.ranks_on_host = site.ranks_on_host;
   absl::StatusOr<TlsConfig> tls = TlsConfigFrom(options);
   if (!tls.ok()) return tls.status();
   absl::StatusOr<FrameIntegrity> integrity = ParseFrameIntegrity(options.integrity);

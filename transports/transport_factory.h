@@ -17,7 +17,8 @@ struct TransportSite {
   // Where to listen when options.bind_addr is empty: the interface that reaches the coordinator,
   // any port.
   std::string default_bind;
-  uint32_t epoch = 1;  // The membership epoch its first channels belong to.
+  uint32_t epoch = 1;     // The membership epoch its first channels belong to.
+  int ranks_on_host = 1;  // What the launcher placed on this machine (local_size), this one too.
 };
 
 // What a transport is made from: the core's options (bootstrap, TLS, liveness) and the

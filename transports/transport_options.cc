@@ -49,8 +49,9 @@ const OptionSpec<TransportOptions> kTransportOptions[] = {
     {"waiter_spin_us", &TransportOptions::waiter_spin_us,
      "How long, in microseconds, a polling waiter (waiters_poll) keeps asking for events before "
      "it sleeps: a message that arrives meanwhile costs no wake-up. -1 (auto): 50 where the ranks "
-     "on this host (this one and its peers on local sockets) are no more than its CPUs, else 0 "
-     "(a spinning rank would take the core of the rank it waits for)."},
+     "on this host (local_size, or this one and its peers on local sockets where they are more) "
+     "are no more than its online CPUs, else 0 (a spinning rank would take the core of the rank "
+     "it waits for)."},
     {"pull_min_bytes", &TransportOptions::pull_min_bytes,
      "Messages this large to a peer on local sockets are copied once, by the receiver, straight "
      "from the sender's memory (process_vm_readv); 0 turns this off."},

@@ -55,18 +55,6 @@ TEST(WaitForAll, ReturnsFalseAtTheDeadlineWhileOneIsStillRunning) {
   EXPECT_TRUE(WaitForAll({}, absl::Now()));
 }
 
-// A request's waiter spins where it polls and its loop's waiters spin, and only there.
-TEST(Request, AWaiterSpinsOnlyWhereItPollsALoopWhoseWaitersSpin) {
-  testing_util::PolledLoop loop([](epoll_data_t, uint32_t) {});
-  const Request polled(loop.weak(), /*waiter_polls=*/true);
-  const Request sleeping(loop.weak(), /*waiter_polls=*/false);
-  EXPECT_FALSE(polled.waiter_spins());
-  loop->SetWaiterSpin(absl::Microseconds(50));
-  EXPECT_TRUE(polled.waiter_spins());
-  EXPECT_FALSE(sleeping.waiter_spins());
-  EXPECT_FALSE(Request().waiter_spins());
-}
-
 // A request whose waiter sleeps (a large transfer, a point-to-point call) brings the loop's thread
 // back after every waiter that polled meanwhile, until it completes; then a waiter that leaves
 // leaves the sockets to the next one for the hold (an hour here), as after a step of a multi-step

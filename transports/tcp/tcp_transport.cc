@@ -652,8 +652,8 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
     const int local_peers =
         static_cast<int>(std::count_if(channels.begin(), channels.end(),
                                        [](const auto& c) { return c != nullptr && c->local(); }));
-    loop_->SetWaiterSpin(
-        WaiterSpinFor(1 + local_peers, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))));
+    loop_->SetWaiterSpin(WaiterSpinFor(std::max(config_.ranks_on_host, 1 + local_peers),
+                                       static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))));
   }
   return std::vector<std::shared_ptr<Channel>>(channels.begin(), channels.end());
 }

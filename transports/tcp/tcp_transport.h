@@ -42,8 +42,11 @@ struct TcpTransportConfig {
   // instead of sleeping until the progress thread has: one thread hand-off per message fewer.
   bool waiters_poll = true;
   // How long such a waiter spins before it sleeps (EventLoop::SetWaiterSpin), µs; -1: chosen once
-  // connected (WaiterSpinFor).
+  // connected (WaiterSpinFor), from the ranks on this host: the launcher's count, or this rank
+  // and its peers on local sockets where they are more (ranks in other network namespaces of the
+  // host, as the WAN emulator's, are only in the launcher's count).
   int64_t waiter_spin_us = -1;
+  int ranks_on_host = 1;
   // TLS on TCP streams (never on local sockets); where it is off, frames carry
   // `limits.integrity`'s seal instead.
   TlsConfig tls;
