@@ -54,9 +54,9 @@ struct TcpTransportConfig {
 };
 
 // How long a polling waiter spins before it sleeps (TcpTransportConfig::waiter_spin_us = -1):
-// 50 µs where the ranks on the host (`ranks_on_host`: a rank and its peers on local sockets) are no
-// more than its `cpus`, so that each may keep one busy; none where they are more, where a
-// spinning rank would hold the core that the rank it waits for needs to send.
+// 50 µs where the ranks on the host (TcpTransportConfig::ranks_on_host) are no more than its
+// `cpus`, so that each may keep one busy; none where they are more, where a spinning rank would
+// hold the core that the rank it waits for needs to send.
 absl::Duration WaiterSpinFor(int ranks_on_host, int cpus);
 
 // Channels must not be used after their transport is destroyed.
