@@ -478,13 +478,21 @@ TEST(TcpTransport, RejectsBadHandshakesAndKeepsServing) {
             "");
 }
 
-// A polling waiter spins only where every rank on the host may keep a CPU busy.
+// A polling waiter spins only where every rank on the host may keep a CPU busy, counting the
+// launcher's ranks or the local peers, whichever are more; a spin that is set is kept.
 TEST(TcpTransport, WaitersSpinOnlyWhereTheHostsRanksHaveACpuEach) {
-  EXPECT_GT(WaiterSpinFor(1, 1), absl::ZeroDuration());
-  EXPECT_GT(WaiterSpinFor(2, 2), absl::ZeroDuration());
-  EXPECT_GT(WaiterSpinFor(8, 64), absl::ZeroDuration());
-  EXPECT_EQ(WaiterSpinFor(3, 2), absl::ZeroDuration());
-  EXPECT_EQ(WaiterSpinFor(4, 2), absl::ZeroDuration());
+  TcpTransportConfig config;
+  EXPECT_GT(WaiterSpinFor(config, 0, 1), absl::ZeroDuration());
+  EXPECT_GT(WaiterSpinFor(config, 1, 2), absl::ZeroDuration());
+  EXPECT_GT(WaiterSpinFor(config, 7, 64), absl::ZeroDuration());
+  EXPECT_EQ(WaiterSpinFor(config, 2, 2), absl::ZeroDuration());
+  config.ranks_on_host = 4;  // hmcrun's local_size: ranks in other namespaces of the host.
+  EXPECT_EQ(WaiterSpinFor(config, 0, 2), absl::ZeroDuration());
+  EXPECT_GT(WaiterSpinFor(config, 0, 4), absl::ZeroDuration());
+  config.waiter_spin_us = 7;
+  EXPECT_EQ(WaiterSpinFor(config, 0, 2), absl::Microseconds(7));
+  config.waiter_spin_us = 0;
+  EXPECT_EQ(WaiterSpinFor(config, 0, 64), absl::ZeroDuration());
 }
 
 }  // namespace

@@ -646,20 +646,17 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
                         absl::StrJoin(PeersMissingStreams(), ", "), errors.empty() ? "" : ": ",
                         absl::StrJoin(errors, "; ")));
   }
-  if (config_.waiter_spin_us >= 0) {
-    loop_->SetWaiterSpin(absl::Microseconds(config_.waiter_spin_us));
-  } else {
-    const int local_peers =
-        static_cast<int>(std::count_if(channels.begin(), channels.end(),
-                                       [](const auto& c) { return c != nullptr && c->local(); }));
-    loop_->SetWaiterSpin(WaiterSpinFor(std::max(config_.ranks_on_host, 1 + local_peers),
-                                       static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))));
-  }
+  const int local_peers = static_cast<int>(std::count_if(
+      channels.begin(), channels.end(), [](const auto& c) { return c != nullptr && c->local(); }));
+  loop_->SetWaiterSpin(
+      WaiterSpinFor(config_, local_peers, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN))));
   return std::vector<std::shared_ptr<Channel>>(channels.begin(), channels.end());
 }
 
-absl::Duration WaiterSpinFor(int ranks_on_host, int cpus) {
-  return ranks_on_host <= cpus ? absl::Microseconds(50) : absl::ZeroDuration();
+absl::Duration WaiterSpinFor(const TcpTransportConfig& config, int local_peers, int cpus) {
+  if (config.waiter_spin_us >= 0) return absl::Microseconds(config.waiter_spin_us);
+  return std::max(config.ranks_on_host, 1 + local_peers) <= cpus ? absl::Microseconds(50)
+                                                                 : absl::ZeroDuration();
 }
 
 void TcpTransport::Shutdown(absl::Time deadline) {

@@ -53,11 +53,11 @@ struct TcpTransportConfig {
   TcpLimits limits;
 };
 
-// How long a polling waiter spins before it sleeps (TcpTransportConfig::waiter_spin_us = -1):
-// 50 µs where the ranks on the host (TcpTransportConfig::ranks_on_host) are no more than its
-// `cpus`, so that each may keep one busy; none where they are more, where a spinning rank would
-// hold the core that the rank it waits for needs to send.
-absl::Duration WaiterSpinFor(int ranks_on_host, int cpus);
+// How long a polling waiter spins before it sleeps: `config.waiter_spin_us` where set, else 50 µs
+// where the ranks on the host (the launcher's count, or this rank and its `local_peers` where
+// they are more) are no more than its `cpus`, so that each may keep one busy; none where they are
+// more, where a spinning rank would hold the core that the rank it waits for needs to send.
+absl::Duration WaiterSpinFor(const TcpTransportConfig& config, int local_peers, int cpus);
 
 // Channels must not be used after their transport is destroyed.
 //
