@@ -23,13 +23,14 @@ void Encode(const CallDescriptor& d, uint8_t* out) {
   out[16] = d.locally_invalid ? 1 : 0;
   out[17] = d.stale ? 1 : 0;
   out[18] = static_cast<uint8_t>(d.early_phase);
+  out[19] = d.closes_round ? 1 : 0;
   std::memcpy(out + 20, &d.plan, 4);
   std::memcpy(out + 24, &d.round, 8);
   std::memcpy(out + 32, &d.weight, 8);
   std::memcpy(out + 40, &d.state, 8);
   std::memcpy(out + 48, &d.early_bytes, 8);
   std::memcpy(out + 56, &d.early_to, 4);
-  std::memset(out + 60, 0, 4);
+  std::memcpy(out + 60, &d.part, 4);
   std::memcpy(out + 64, &d.early_segment_bytes, 8);
 }
 
@@ -103,6 +104,14 @@ const Field kFields[] = {
        std::memcpy(&state, raw + 40, 8);
        return state == 0 ? std::string("none") : absl::StrFormat("%016x", state);
      }},
+    {"part of the averaging round",
+     [](const uint8_t* raw) -> std::string {
+       uint32_t part;
+       std::memcpy(&part, raw + 60, 4);
+       return absl::StrCat(part);
+     }},
+    {"last part of the averaging round",
+     [](const uint8_t* raw) -> std::string { return raw[19] != 0 ? "yes" : "no"; }},
 };
 
 }  // namespace
@@ -188,8 +197,8 @@ absl::Status ArgumentCheck::Verdict(std::vector<CallDescriptor>* all_descriptors
     }
   }
   // Field offsets within the descriptor, in kFields order.
-  const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20, 24, 40};
-  const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4, 8, 8};
+  const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20, 24, 40, 60, 19};
+  const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4, 8, 8, 4, 1};
   if (all_descriptors != nullptr) {
     for (int peer = 0; peer < n; ++peer) {
       (*all_descriptors)[peer] = DecodeShared(mine_, slot(peer));

@@ -38,6 +38,8 @@ struct CallDescriptor {
   double weight = 0;             // Average: this rank's weight (shared, not compared).
   uint64_t state = 0;            // Average: the shared state's fingerprint, 0: none (compared).
   bool stale = false;            // Average: this rank downloads the state (shared).
+  uint32_t part = 0;             // Average: the part of the round (compared).
+  bool closes_round = false;     // Average: the round's last part (compared).
   // Bytes of data this rank sent before the verdict (shared): an algorithm whose first messages
   // leave with the descriptors makes the check cost no round trip of its own. Sent to every member
   // (`early_to` -1: the one-shot all-reduce), their first RideBytes(early_bytes) travel in the

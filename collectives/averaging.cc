@@ -96,6 +96,12 @@ uint64_t RoundsAfter(const std::vector<RoundStanding>& members) {
   return rounds;
 }
 
+bool EarlierPartsSummed(const AveragingAttempt& closing) {
+  bool summed = true;
+  for (const std::shared_ptr<Work>& part : closing.earlier) summed &= part->Wait().ok();
+  return summed;
+}
+
 absl::Status MembershipChangedError(uint32_t from, uint32_t to, const std::string& cause) {
   absl::Status s = absl::AbortedError(
       absl::StrFormat("membership changed: epoch %d -> %d (%s); retry", from, to, cause));

@@ -2,6 +2,7 @@
 #define HMC_COLLECTIVES_AVERAGING_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,16 +67,29 @@ struct RoundLedger {
   std::vector<double> weights;
 };
 
-// What Average hands its all-reduce attempt, and what the attempt hands back.
+// What an averaging round hands the all-reduce of one part of an attempt (the round's buffer
+// comes in parts, average_round.h), and what the closing part hands back. Every part's argument
+// check carries the round; the part that closes the attempt (the last) also takes every member's
+// weight from its check, transfers the shared state to stale members before its data, and votes
+// once the earlier parts' all-reduces left their sums here.
 struct AveragingAttempt {
   uint64_t round = 0;
   double weight = 0;
-  const SharedState* state = nullptr;  // Average's `state`; null: none.
+  const SharedState* state = nullptr;  // The round's `state`; null: none.
   bool stale = false;                  // This rank downloads `state` in this attempt.
-  std::vector<double> weights;         // Every member's, by dense rank, from the argument check.
-  StateDownload download;              // What this rank downloaded, if it was stale.
-  bool committed = false;              // The vote committed the round.
+  uint32_t part = 0;                   // The part's index in the round (compared).
+  bool closes = true;                  // The last part (compared).
+  // The closing part: the attempt's earlier parts, whose sums its vote stands for.
+  std::vector<std::shared_ptr<Work>> earlier;
+  std::vector<double> weights;  // The closing part: every member's, by dense rank.
+  StateDownload download;       // The closing part: what this rank downloaded, if it was stale.
+  bool committed = false;       // The closing part: the vote committed the round.
 };
+
+// The closing part, before its vote: waits for the attempt's earlier parts; whether every one
+// left its sum here. Where one did not, every member's closing part skips the vote alike (the
+// failure was the argument check's verdict) or the attempt's epoch ends.
+bool EarlierPartsSummed(const AveragingAttempt& closing);
 
 }  // namespace hmc
 

@@ -62,6 +62,12 @@ absl::StatusOr<AverageOutcome> Communicator::Average(const Buffer& buffer, doubl
   return impl_->Average(buffer, weight, call, state);
 }
 
+absl::StatusOr<std::unique_ptr<AverageRound>> Communicator::BeginAverage(double weight,
+                                                                         const CallOptions& call,
+                                                                         const SharedState* state) {
+  return impl_->BeginAverage(weight, call, state);
+}
+
 bool Communicator::state_stale() const { return impl_->state_stale(); }
 uint64_t Communicator::averaging_rounds() const { return impl_->averaging_rounds(); }
 

@@ -43,6 +43,27 @@ struct CallOptions {
   CodecFeedback* feedback = nullptr;
 };
 
+// A fault-tolerant averaging round whose buffer comes in parts (Communicator::BeginAverage), such
+// as a training step's gradient buckets, which backward makes ready one by one: each part's
+// all-reduce starts when it is added, while the caller goes on, and the round's one commit vote
+// follows the last part's. The outcome is Average's over the parts together: on OK every part
+// holds its average, bit-identical on every rank that returns OK; on an error every part is as it
+// was, on every survivor. A retry in the next epoch averages every part again. Every rank adds
+// parts of the same types and counts in the same order and marks the same one last (the argument
+// checks compare them). Use it from one thread at a time.
+class AverageRound {
+ public:
+  // A round dropped before its Finish waits for its parts' calls and ends on this rank without
+  // a commit; its parts are left as they were (the other members may have committed it).
+  virtual ~AverageRound() = default;
+  // Starts averaging `part` (f32 or f64), which must stay alive and unchanged until Finish
+  // returns. `last`: no part follows.
+  virtual absl::Status Add(const Buffer& part, bool last) = 0;
+  // Waits for every part's all-reduce and the vote, retries the round in the next epoch where a
+  // member was lost meanwhile, and returns the outcome (Average's). Once, after the last part.
+  virtual absl::StatusOr<AverageOutcome> Finish() = 0;
+};
+
 // A group of ranks that run collectives together. Every rank must issue the same collectives in
 // the same order (as with MPI and NCCL); each returns at once with a Work to wait on, and several
 // may be in flight. Arguments are compared across ranks before data moves (a mismatch fails that
@@ -116,6 +137,13 @@ class Communicator {
   absl::StatusOr<AverageOutcome> Average(const Buffer& buffer, double weight,
                                          const CallOptions& call = {},
                                          const SharedState* state = nullptr);
+  // The same round with its buffer in parts (AverageRound): enters the round (once a join the
+  // members agreed on took effect) and returns. A stale rank downloads `state` in the last part's
+  // call. No other call of this communicator may be made until the round's Finish returned, and
+  // `state` must not change.
+  absl::StatusOr<std::unique_ptr<AverageRound>> BeginAverage(double weight,
+                                                             const CallOptions& call = {},
+                                                             const SharedState* state = nullptr);
   // Whether this rank still has to download the members' state (it joined a running group and
   // no Average with `state` completed its download yet).
   bool state_stale() const;

@@ -149,6 +149,8 @@ CallDescriptor AllReduceDescriptor(const Buffer& in, ReduceOp op,
     d.weight = round->weight;
     d.state = round->state != nullptr ? round->state->Fingerprint() : 0;
     d.stale = round->stale;
+    d.part = round->part;
+    d.closes_round = round->closes;
   }
   return d;
 }
@@ -448,9 +450,12 @@ std::shared_ptr<Work> CommunicatorImpl::Launch(std::shared_ptr<const Group> g,
         bool ran = false;
         if (status.ok()) {
           ctx.BeginPhases();
-          if (attempt != nullptr) status = PrepareAttempt(ctx, descriptors, attempt);
+          const bool closes = attempt != nullptr && attempt->closes;
+          if (closes) status = PrepareAttempt(ctx, descriptors, attempt);
           if (status.ok()) status = algorithm(ctx);
-          if (status.ok() && attempt != nullptr) status = VoteOnAttempt(ctx, *g, attempt);
+          if (status.ok() && closes && EarlierPartsSummed(*attempt)) {
+            status = VoteOnAttempt(ctx, *g, attempt);
+          }
           ran = true;
         }
         report.data_time = absl::Now() - start - report.check_time;

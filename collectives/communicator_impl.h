@@ -87,6 +87,9 @@ class CommunicatorImpl {
   absl::StatusOr<AverageOutcome> Average(const Buffer& buffer, double weight,
                                          const CallOptions& call = {},
                                          const SharedState* state = nullptr);
+  absl::StatusOr<std::unique_ptr<AverageRound>> BeginAverage(double weight,
+                                                             const CallOptions& call = {},
+                                                             const SharedState* state = nullptr);
   bool state_stale() const;
   uint64_t averaging_rounds() const;
 
@@ -109,22 +112,25 @@ class CommunicatorImpl {
   }
 
  private:
-  // Average's steps (fault_tolerant_average.cc): its argument checks; entering the round once the
-  // epoch the members agreed on is here (sets `round`; returns whether this rank's contribution
-  // is stale); leaving it without a commit; the verdict of the next epoch's reconciliation on an
-  // attempt that membership interrupted (kNone: none came); the committed round's average.
+  // A round's steps (fault_tolerant_average.cc), which its AverageRoundImpl takes: its argument
+  // checks; entering the round once the epoch the members agreed on is here (sets `round`;
+  // returns whether this rank's contribution is stale); the start of an attempt (its group);
+  // leaving the round without a commit; the verdict of the next epoch's reconciliation on an
+  // attempt that membership interrupted (kNone: none came); the committed round's outcome.
+  friend class AverageRoundImpl;
   struct DecidedRound {
     RoundVerdict verdict = RoundVerdict::kNone;
     uint32_t epoch = 0;  // Of the attempt that committed.
     std::vector<int> ids;
     std::vector<double> weights;
   };
-  absl::Status CheckAverageArguments(const Buffer& buffer, double weight);
+  absl::Status CheckAveragePart(const Buffer& part) const;
+  absl::Status CheckAverageWeight(double weight) const;
   absl::StatusOr<bool> EnterRound(bool with_state, uint64_t& round);
+  std::shared_ptr<const Group> BeginAttempt();
   void LeaveRound(uint64_t round);
   DecidedRound AwaitRoundVerdict(uint32_t attempt_epoch, uint64_t round);
-  absl::StatusOr<AverageOutcome> FinishRound(const Buffer& buffer, const std::vector<uint8_t>& sum,
-                                             AverageOutcome outcome, DecidedRound committed);
+  absl::StatusOr<AverageOutcome> CommitRound(AverageOutcome outcome, DecidedRound committed);
   using Algorithm = std::function<absl::Status(CollectiveContext&)>;
 
   // `probe`: the link probe a rank that joins a running group plans its first epoch with.

@@ -7,32 +7,11 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "collectives/average_round.h"
 #include "collectives/communicator_impl.h"
 #include "core/log.h"
 
 namespace hmc {
-namespace {
-
-template <typename T>
-void Scale(const uint8_t* in, uint8_t* out, size_t count, double factor, bool divide) {
-  const T* x = reinterpret_cast<const T*>(in);
-  T* y = reinterpret_cast<T*>(out);
-  const T f = static_cast<T>(factor);
-  for (size_t i = 0; i < count; ++i) y[i] = divide ? x[i] / f : x[i] * f;
-}
-
-// out = in * factor (or in / factor) element-wise, in the buffer's type.
-void ScaleBuffer(DType dtype, const uint8_t* in, uint8_t* out, size_t count, double factor,
-                 bool divide) {
-  if (dtype == DType::kF32) {
-    Scale<float>(in, out, count, factor, divide);
-  } else {
-    Scale<double>(in, out, count, factor, divide);
-  }
-}
-
-}  // namespace
-
 absl::Status CommunicatorImpl::VoteOnAttempt(CollectiveContext& ctx, const Group& g,
                                              AveragingAttempt* attempt) {
   auto superseded = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -192,79 +171,38 @@ uint64_t CommunicatorImpl::averaging_rounds() const {
 absl::StatusOr<AverageOutcome> CommunicatorImpl::Average(const Buffer& buffer, double weight,
                                                          const CallOptions& call,
                                                          const SharedState* state) {
-  if (absl::Status s = CheckAverageArguments(buffer, weight); !s.ok()) return s;
-  const size_t bytes = buffer.bytes();
-  const std::vector<uint8_t> original(buffer.byte_data(), buffer.byte_data() + bytes);
-  std::vector<uint8_t> sum(bytes);
-  AverageOutcome outcome;
-  // A rank whose state is stale computed `buffer` from it: it adds nothing to this round.
-  absl::StatusOr<bool> round_stale = EnterRound(state != nullptr, outcome.round);
-  if (!round_stale.ok()) return round_stale.status();
-  for (;;) {
-    std::shared_ptr<const Group> g = group();
-    {
-      MutexLock lock(&mu_);
-      ++ledger_.standing.attempts;
-      ledger_.standing.complete = false;
-      ledger_.standing.attempt_epoch = g->epoch;
-    }
-    ++outcome.attempts;
-    if (*round_stale) {
-      std::memset(sum.data(), 0, bytes);  // Not 0 * buffer, which keeps NaNs.
-    } else {
-      ScaleBuffer(buffer.dtype, original.data(), sum.data(), buffer.count, weight,
-                  /*divide=*/false);
-    }
-    AveragingAttempt attempt{.round = outcome.round,
-                             .weight = *round_stale ? 0.0 : weight,
-                             .state = state,
-                             .stale = state_stale()};
-    const Buffer work_buffer{sum.data(), buffer.count, buffer.dtype};
-    std::shared_ptr<Work> work =
-        LaunchAllReduce(g, work_buffer, work_buffer, ReduceOp::kSum, call, &attempt);
-    const absl::Status status = work->Wait();
-    outcome.report = work->report();
-    if (attempt.download.parts > 0) {
-      const uint64_t before = outcome.state_download.bytes;
-      outcome.state_download = attempt.download;
-      outcome.state_download.bytes += before;  // A resumed download counts both attempts.
-    }
-    if (attempt.committed) {
-      return FinishRound(buffer, sum, std::move(outcome),
-                         {RoundVerdict::kCommit, g->epoch, g->ids, attempt.weights});
-    }
-    if (!IsMembershipChanged(status)) {
-      LeaveRound(outcome.round);
-      return status;
-    }
-    // Survivors stand in different places; the next epoch's reconciliation decides for all.
-    DecidedRound decided = AwaitRoundVerdict(g->epoch, outcome.round);
-    if (decided.verdict == RoundVerdict::kCommit) {
-      return FinishRound(buffer, sum, std::move(outcome), std::move(decided));
-    }
-    if (decided.verdict != RoundVerdict::kRetry) {
-      LeaveRound(outcome.round);
-      if (decided.verdict == RoundVerdict::kGiveUp) {
-        return MembershipChangedError(
-            g->epoch, group()->epoch,
-            absl::StrFormat("averaging round %d given up after %d attempts: %s", outcome.round,
-                            outcome.attempts, status.message()));
-      }
-      return health().ok() ? status : health();
-    }
-  }
+  // Refused before the round begins, as before any part of it.
+  if (absl::Status s = CheckAveragePart(buffer); !s.ok()) return s;
+  absl::StatusOr<std::unique_ptr<AverageRound>> round = BeginAverage(weight, call, state);
+  if (!round.ok()) return round.status();
+  if (absl::Status s = (*round)->Add(buffer, /*last=*/true); !s.ok()) return s;
+  return (*round)->Finish();
 }
 
-absl::Status CommunicatorImpl::CheckAverageArguments(const Buffer& buffer, double weight) {
-  if (buffer.dtype != DType::kF32 && buffer.dtype != DType::kF64) {
+absl::StatusOr<std::unique_ptr<AverageRound>> CommunicatorImpl::BeginAverage(
+    double weight, const CallOptions& call, const SharedState* state) {
+  if (absl::Status s = CheckAverageWeight(weight); !s.ok()) return s;
+  uint64_t round = 0;
+  // A rank whose state is stale computed its parts from it: they add nothing to this round.
+  absl::StatusOr<bool> stale = EnterRound(state != nullptr, round);
+  if (!stale.ok()) return stale.status();
+  return std::make_unique<AverageRoundImpl>(this, weight, call, state, round, *stale);
+}
+
+absl::Status CommunicatorImpl::CheckAveragePart(const Buffer& part) const {
+  if (part.dtype != DType::kF32 && part.dtype != DType::kF64) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("Average takes float or double buffers, not %s", DTypeName(buffer.dtype)));
+        absl::StrFormat("Average takes float or double buffers, not %s", DTypeName(part.dtype)));
   }
+  if (absl::Status s = CheckBuffers(part, part, part.count, part.count); !s.ok()) return s;
+  return health();
+}
+
+absl::Status CommunicatorImpl::CheckAverageWeight(double weight) const {
   if (!std::isfinite(weight) || weight < 0) {
     return absl::InvalidArgumentError(
         absl::StrFormat("Average needs a finite weight of at least 0, not %g", weight));
   }
-  if (absl::Status s = CheckBuffers(buffer, buffer, buffer.count, buffer.count); !s.ok()) return s;
   return health();
 }
 
@@ -295,6 +233,14 @@ absl::StatusOr<bool> CommunicatorImpl::EnterRound(bool with_state, uint64_t& rou
   return round_stale;
 }
 
+std::shared_ptr<const Group> CommunicatorImpl::BeginAttempt() {
+  MutexLock lock(&mu_);
+  ++ledger_.standing.attempts;
+  ledger_.standing.complete = false;
+  ledger_.standing.attempt_epoch = group_->epoch;
+  return group_;
+}
+
 void CommunicatorImpl::LeaveRound(uint64_t round) {
   MutexLock lock(&mu_);
   RoundStanding& s = ledger_.standing;
@@ -319,9 +265,7 @@ CommunicatorImpl::DecidedRound CommunicatorImpl::AwaitRoundVerdict(uint32_t atte
   return {ledger_.verdict, ledger_.standing.attempt_epoch, ledger_.contributors, ledger_.weights};
 }
 
-absl::StatusOr<AverageOutcome> CommunicatorImpl::FinishRound(const Buffer& buffer,
-                                                             const std::vector<uint8_t>& sum,
-                                                             AverageOutcome outcome,
+absl::StatusOr<AverageOutcome> CommunicatorImpl::CommitRound(AverageOutcome outcome,
                                                              DecidedRound committed) {
   outcome.epoch = committed.epoch;
   outcome.contributors = std::move(committed.ids);
@@ -332,8 +276,6 @@ absl::StatusOr<AverageOutcome> CommunicatorImpl::FinishRound(const Buffer& buffe
     return absl::InvalidArgumentError(
         absl::StrFormat("averaging round %d: the contributors' weights sum to 0", outcome.round));
   }
-  ScaleBuffer(buffer.dtype, sum.data(), buffer.byte_data(), buffer.count, outcome.total_weight,
-              /*divide=*/true);
   MutexLock lock(&mu_);
   if (committed.epoch > resumed_epoch_ && coordinator_ != nullptr &&
       group_->epoch == committed.epoch && group_->rank == 0) {

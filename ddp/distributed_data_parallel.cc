@@ -39,7 +39,6 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Communicator> c
     b.parameters.push_back(i);
     bucket_bytes += p.numel() * p.element_size();
   }
-  int64_t total = 0;
   for (Bucket& b : buckets_) {
     int64_t numel = 0;
     for (size_t i : b.parameters) {
@@ -48,20 +47,11 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Communicator> c
     }
     b.flat = at::zeros({numel}, parameters_[b.parameters[0]].options().requires_grad(false));
     b.pending = b.parameters.size();
-    total += numel;
   }
-  if (options.fault_tolerant && !buckets_.empty()) {
-    const at::ScalarType type = buckets_.front().flat.scalar_type();
-    TORCH_CHECK(buckets_.size() == 1 || buckets_.back().flat.scalar_type() == type,
-                "hmc DDP: fault-tolerant averaging needs parameters of one type");
-    TORCH_CHECK(type == at::kFloat || type == at::kDouble,
+  for (const Bucket& b : buckets_) {
+    const at::ScalarType type = b.flat.scalar_type();
+    TORCH_CHECK(!options.fault_tolerant || type == at::kFloat || type == at::kDouble,
                 "hmc DDP: fault-tolerant averaging needs float or double parameters");
-    all_flat_ = at::zeros({total}, buckets_.front().flat.options());
-    int64_t offset = 0;
-    for (Bucket& b : buckets_) {
-      b.flat = all_flat_.narrow(0, offset, b.flat.numel());
-      offset += b.flat.numel();
-    }
   }
   for (size_t i = 0; i < parameters_.size(); ++i) {
     hooks_.push_back(
@@ -85,12 +75,32 @@ void DistributedDataParallel::OnGradient(size_t parameter, const at::Tensor& gra
 }
 
 void DistributedDataParallel::StartReadyBuckets() {
-  while (!options_.fault_tolerant && next_to_start_ < buckets_.size() &&
-         buckets_[next_to_start_].pending == 0) {
+  while (next_to_start_ < buckets_.size() && buckets_[next_to_start_].pending == 0) {
     Bucket& b = buckets_[next_to_start_];
-    b.future = averager_.Start(b.flat, next_to_start_);
+    if (options_.fault_tolerant) {
+      AddToRound(next_to_start_);
+    } else {
+      b.future = averager_.Start(b.flat, next_to_start_);
+    }
     ++next_to_start_;
   }
+}
+
+void DistributedDataParallel::AddToRound(size_t bucket) {
+  if (bucket == 0) {
+    absl::StatusOr<std::unique_ptr<GradientRound>> begun =
+        averager_.BeginRound(samples_, state_.tensors());
+    round_failure_ = begun.status();
+    if (begun.ok()) round_ = *std::move(begun);
+  }
+  if (round_failure_.ok()) {
+    round_failure_ = round_->Add(buckets_[bucket].flat, bucket + 1 == buckets_.size());
+  }
+}
+
+void DistributedDataParallel::set_samples(double samples) {
+  MutexLock lock(&mu_);
+  samples_ = samples;
 }
 
 void DistributedDataParallel::ShareState(std::vector<std::pair<std::string, at::Tensor>> tensors) {
@@ -101,9 +111,11 @@ bool DistributedDataParallel::state_stale() const {
   return averager_.shared_communicator()->state_stale();
 }
 
-void DistributedDataParallel::AverageStep(double samples) {
+void DistributedDataParallel::FinishStep() {
   absl::StatusOr<AverageOutcome> outcome =
-      averager_.AverageRound(all_flat_, samples, state_.tensors());
+      round_failure_.ok() ? round_->Finish() : absl::StatusOr<AverageOutcome>(round_failure_);
+  round_.reset();
+  round_failure_ = absl::OkStatus();
   if (!outcome.ok()) {
     // The buckets hold this rank's own gradients, as the caller computed them.
     TORCH_CHECK(false, "hmc DDP step: ", std::string(outcome.status().message()));
@@ -112,7 +124,7 @@ void DistributedDataParallel::AverageStep(double samples) {
   state_.CountStep();
 }
 
-void DistributedDataParallel::FinishBackward(double samples) {
+void DistributedDataParallel::FinishBackward() {
   MutexLock lock(&mu_);
   // Parameters that got no gradient this step contribute zeros.
   for (size_t i = 0; i < parameters_.size(); ++i) {
@@ -124,9 +136,9 @@ void DistributedDataParallel::FinishBackward(double samples) {
   }
   StartReadyBuckets();
   std::exception_ptr failure;
-  if (options_.fault_tolerant) {
+  if (options_.fault_tolerant && !buckets_.empty()) {
     try {
-      AverageStep(samples);
+      FinishStep();
     } catch (...) {
       failure = std::current_exception();
     }

@@ -20,11 +20,12 @@ struct DdpOptions {
   size_t bucket_bytes = 4 << 20;
   AveragingOptions averaging;
   bool broadcast_parameters = true;  // Start from rank 0's values, as DDP does.
-  // Every step is one fault-tolerant averaging round over all gradients at once
-  // (Communicator::Average), weighted by the samples FinishBackward is given: a step that loses a
-  // peer commits with the survivors (weights renormalised to the samples actually averaged) or
-  // fails on every survivor alike; no rank ever steps with a gradient the others do not have.
-  // Averaging no longer overlaps backward. Float or double parameters, all of one type.
+  // Every step is one fault-tolerant averaging round (Communicator::BeginAverage), weighted by the
+  // samples set_samples gave: each bucket's all-reduce starts when the bucket is ready, as without
+  // this option, and the round's commit vote follows the last bucket. A step that loses a peer
+  // commits with the survivors (weights renormalised to the samples actually averaged) or fails on
+  // every survivor alike; no rank ever steps with a gradient the others do not have. Float or
+  // double parameters.
   // A rank that joined the running group (Communicator::joined_running_group) downloads the
   // parameters, the tensors given to ShareState and the step count from the members in its first
   // step, in which its own gradients count for nothing; it does not take rank 0's parameters.
@@ -51,12 +52,15 @@ class DistributedDataParallel {
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
-  // Waits for every bucket and writes the averages into the parameters' gradients. `samples`:
-  // this rank's share of the step (fault_tolerant: the weight of its gradients; otherwise every
-  // rank's gradients count alike). Fault tolerant, a step whose averaging failed on every
-  // survivor throws c10::Error whose message says "membership changed": skip the step (the
-  // gradients are left as this rank computed them) and go on.
-  void FinishBackward(double samples = 1);
+  // Fault tolerant: this rank's share of the coming steps, the weight of its gradients (default
+  // 1). Set it before backward: the step's first bucket starts the round with it. (Otherwise
+  // every rank's gradients count alike.)
+  void set_samples(double samples);
+  // Waits for every bucket and writes the averages into the parameters' gradients. Fault
+  // tolerant, a step whose averaging failed on every survivor throws c10::Error whose message
+  // says "membership changed": skip the step (the gradients are left as this rank computed them)
+  // and go on.
+  void FinishBackward();
   // Fault tolerant: the last committed step's contributors and weights.
   const AverageOutcome& last_step() const { return last_step_; }
   // Fault tolerant: tensors besides the parameters that every rank keeps identical and a joining
@@ -88,15 +92,16 @@ class DistributedDataParallel {
   };
 
   void OnGradient(size_t parameter, const at::Tensor& grad);
-  // Fault tolerant: averages every bucket as one round.
-  void AverageStep(double samples) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Starts every bucket that is complete and follows only started ones.
   void StartReadyBuckets() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fault tolerant: adds the bucket to the step's round (the first one begins it).
+  void AddToRound(size_t bucket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fault tolerant: finishes the step's round; throws c10::Error where it failed.
+  void FinishStep() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::vector<at::Tensor> parameters_;
   GradientAverager averager_;
   const DdpOptions options_;
-  at::Tensor all_flat_;  // Fault tolerant: every bucket's flat is a view into it.
   AverageOutcome last_step_;
   TrainingState state_;  // Fault tolerant: what a joining rank downloads.
   std::vector<unsigned> hooks_;
@@ -104,6 +109,10 @@ class DistributedDataParallel {
   std::vector<Slot> slots_ ABSL_GUARDED_BY(mu_);
   std::vector<Bucket> buckets_ ABSL_GUARDED_BY(mu_);
   size_t next_to_start_ ABSL_GUARDED_BY(mu_) = 0;
+  double samples_ ABSL_GUARDED_BY(mu_) = 1;
+  // Fault tolerant: the step's round, and why it could not begin or take a bucket.
+  std::unique_ptr<GradientRound> round_ ABSL_GUARDED_BY(mu_);
+  absl::Status round_failure_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace hmc::ddp

@@ -14,20 +14,20 @@
 namespace hmc::ddp {
 
 // The DDP communication hook of fault-tolerant training with libtorch's c10d::Reducer: a step's
-// buckets are averaged together as one fault-tolerant round (Communicator::Average) once the
-// Reducer hands over the last one, weighted by the samples this rank set for the step. A step
-// that loses a peer commits with the survivors (weights renormalised to the samples actually
-// averaged) or fails on every survivor alike, throwing c10::Error ("membership changed") out of
-// loss.backward(): skip the step. One round per step, as the fault-tolerant DDP helper does,
-// so that a joining rank always meets the members at a step's beginning; averaging does not
-// overlap backward.
+// buckets are one fault-tolerant round (Communicator::BeginAverage), weighted by the samples this
+// rank set for the step. Each bucket's all-reduce starts when the Reducer hands it over, so the
+// averaging overlaps the rest of backward; the round's commit vote follows the last bucket, and
+// every bucket's future completes once the round committed. A step that loses a peer commits
+// with the survivors (weights renormalised to the samples actually averaged) or fails on every
+// survivor alike, throwing c10::Error ("membership changed") out of loss.backward(): skip the
+// step. A joining rank meets the members at a step's first bucket.
 //
 // A rank that joined the running group (Communicator::joined_running_group) downloads the
 // parameters, the tensors given to ShareState and the step count in its first step, in which its
-// gradients count for nothing. Its backward is through by then (the last bucket is ready).
+// gradients count for nothing: in the last bucket's call, once its backward is through.
 class FaultTolerantCommHook : public c10d::CommHookInterface {
  public:
-  // `parameters`: the reducer's, dense CPU tensors, all float or all double.
+  // `parameters`: the reducer's, dense CPU tensors, each float or double.
   FaultTolerantCommHook(std::shared_ptr<Communicator> comm, std::vector<at::Tensor> parameters,
                         AveragingOptions options = {});
 
@@ -47,20 +47,18 @@ class FaultTolerantCommHook : public c10d::CommHookInterface {
   Traffic traffic() const { return averager_.traffic(); }
 
  private:
-  struct Pending {
-    at::Tensor flat;
-    c10::intrusive_ptr<c10::ivalue::Future> future;
-  };
-
-  // Averages every pending bucket as one round and completes their futures.
-  void AverageStep();
+  // Completes every bucket's future of the step with the round's outcome.
+  void FinishStep();
+  // Fails every bucket's future of the step with `status`.
+  void FailStep(const absl::Status& status);
 
   GradientAverager averager_;
   TrainingState state_;
   double samples_ = 1;
-  // The step's buckets so far. The Reducer calls runHook under its own lock.
-  std::vector<Pending> pending_;
-  at::Tensor all_;  // The step's buckets, one after the other, as one round averages them.
+  // The step's round and its buckets so far. The Reducer calls runHook under its own lock.
+  std::unique_ptr<GradientRound> round_;
+  absl::Status round_failure_;  // Why the step's round could not begin or take a bucket.
+  std::vector<std::pair<at::Tensor, c10::intrusive_ptr<c10::ivalue::Future>>> pending_;
   AverageOutcome last_step_;
 };
 

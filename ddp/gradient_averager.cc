@@ -22,22 +22,41 @@ c10::intrusive_ptr<c10::ivalue::Future> GradientAverager::Start(const at::Tensor
   return FutureOf(comm_->AllReduce(*buffer, *buffer, op, call), {flat}, nullptr, meter_);
 }
 
-absl::StatusOr<AverageOutcome> GradientAverager::AverageRound(
-    const at::Tensor& flat, double weight,
-    const std::vector<std::pair<std::string, at::Tensor>>& state) {
-  SharedState shared;
+absl::StatusOr<std::unique_ptr<GradientRound>> GradientAverager::BeginRound(
+    double weight, const NamedTensors& state) {
+  std::unique_ptr<GradientRound> round(new GradientRound());
   for (const auto& [name, tensor] : state) {
     absl::StatusOr<Buffer> buffer = BufferOf(tensor);
     if (!buffer.ok()) return buffer.status();
-    shared.tensors.emplace_back(name, *buffer);
+    round->state_.tensors.emplace_back(name, *buffer);
   }
-  const Buffer buffer{flat.data_ptr(), static_cast<size_t>(flat.numel()),
-                      flat.scalar_type() == at::kFloat ? DType::kF32 : DType::kF64};
   CallOptions call;
   call.codec_inter = options_.codec_inter;
   call.codec_intra = options_.codec_intra;
-  absl::StatusOr<AverageOutcome> outcome =
-      comm_->Average(buffer, weight, call, state.empty() ? nullptr : &shared);
+  absl::StatusOr<std::unique_ptr<hmc::AverageRound>> begun =
+      comm_->BeginAverage(weight, call, state.empty() ? nullptr : &round->state_);
+  if (!begun.ok()) return begun.status();
+  round->round_ = *std::move(begun);
+  round->meter_ = meter_;
+  return round;
+}
+
+absl::StatusOr<AverageOutcome> GradientAverager::AverageRound(const at::Tensor& flat, double weight,
+                                                              const NamedTensors& state) {
+  absl::StatusOr<std::unique_ptr<GradientRound>> round = BeginRound(weight, state);
+  if (!round.ok()) return round.status();
+  if (absl::Status s = (*round)->Add(flat, /*last=*/true); !s.ok()) return s;
+  return (*round)->Finish();
+}
+
+absl::Status GradientRound::Add(const at::Tensor& flat, bool last) {
+  absl::StatusOr<Buffer> buffer = BufferOf(flat);
+  if (!buffer.ok()) return buffer.status();
+  return round_->Add(*buffer, last);
+}
+
+absl::StatusOr<AverageOutcome> GradientRound::Finish() {
+  absl::StatusOr<AverageOutcome> outcome = round_->Finish();
   if (outcome.ok()) meter_->Add(outcome->report);
   return outcome;
 }

@@ -12,6 +12,7 @@
 #include "collectives/communicator.h"
 #include "core/mutex.h"
 #include "ddp/traffic.h"
+#include "ddp/training_state.h"
 
 namespace hmc::ddp {
 
@@ -19,6 +20,24 @@ struct AveragingOptions {
   std::string codec_inter;     // Empty: the communicator's option (HMC_CODEC_INTER).
   std::string codec_intra;     // Empty: the communicator's option (HMC_CODEC_INTRA).
   bool error_feedback = true;  // Keep each bucket's residual of lossy codecs for its next step.
+};
+
+// A fault-tolerant averaging round (Communicator::BeginAverage) over flat tensors (float or
+// double, dense, CPU) added as backward makes them ready, with the codecs per link class. Each
+// tensor is averaged in place on commit; it must stay alive and unchanged until Finish returns.
+class GradientRound {
+ public:
+  absl::Status Add(const at::Tensor& flat, bool last);
+  // The round's outcome (its traffic counted in the averager's totals).
+  absl::StatusOr<AverageOutcome> Finish();
+
+ private:
+  friend class GradientAverager;
+  GradientRound() = default;
+
+  SharedState state_;  // Outlives round_, which reads it.
+  std::unique_ptr<AverageRound> round_;
+  std::shared_ptr<TrafficMeter> meter_;
 };
 
 // Averages flat gradient tensors (buckets) across the group with the codec per link class,
@@ -34,12 +53,14 @@ class GradientAverager {
   c10::intrusive_ptr<c10::ivalue::Future> Start(const at::Tensor& flat, size_t bucket,
                                                 ReduceOp op = ReduceOp::kAvg);
 
-  // One fault-tolerant averaging round over `flat` (float or double, dense, CPU), in place,
-  // weighted by `weight` (Communicator::Average), with the codecs per link class; `state`: the
-  // named tensors (dense, CPU) a joining rank downloads (none when empty).
-  absl::StatusOr<AverageOutcome> AverageRound(
-      const at::Tensor& flat, double weight,
-      const std::vector<std::pair<std::string, at::Tensor>>& state = {});
+  // Begins a fault-tolerant averaging round weighted by `weight`; `state`: the named tensors
+  // (dense, CPU) a joining rank downloads (none when empty), alive and unchanged until the
+  // round's Finish returns.
+  absl::StatusOr<std::unique_ptr<GradientRound>> BeginRound(double weight,
+                                                            const NamedTensors& state = {});
+  // One such round over `flat` alone.
+  absl::StatusOr<AverageOutcome> AverageRound(const at::Tensor& flat, double weight,
+                                              const NamedTensors& state = {});
 
   Communicator& communicator() { return *comm_; }
   std::shared_ptr<Communicator> shared_communicator() const { return comm_; }

@@ -180,7 +180,7 @@ bool TrainingRun::Step(int64_t samples) {
     // The reducer already averaged during backward.
     if (ddp_ != nullptr) {
       try {
-        ddp_->FinishBackward(static_cast<double>(samples));
+        ddp_->FinishBackward();
       } catch (const c10::Error& e) {
         // Fault tolerant: a step whose averaging failed on every survivor is skipped by all.
         if (settings_.sync != "ddp-ft" ||
@@ -243,6 +243,8 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
   const uint64_t sent_before = traffic().bytes_sent;
   auto train = [&](int64_t slot) {
     optimizer_->zero_grad();
+    // Fault tolerant: the step's round begins with backward's first bucket, with this weight.
+    if (ddp_ != nullptr) ddp_->set_samples(static_cast<double>(local_batch));
     if (reducer_ != nullptr) {
       reducer_->prepare_for_forward();
       reducer_->prepare_for_backward({});

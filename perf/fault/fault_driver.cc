@@ -32,6 +32,7 @@ ABSL_FLAG(int, ranks, 4, "Ranks per trial.");
 ABSL_FLAG(int, rounds, 20, "Averaging rounds per trial.");
 ABSL_FLAG(int64_t, count, 1 << 16, "Floats per vector.");
 ABSL_FLAG(absl::Duration, pause, absl::Milliseconds(20), "Pause between rounds.");
+ABSL_FLAG(int, parts, 1, "Parts each round's vector comes in (hmc-fault-rank --parts).");
 ABSL_FLAG(absl::Duration, heartbeat_timeout, absl::Seconds(2), "The group's heartbeat timeout.");
 ABSL_FLAG(absl::Duration, stop_for, absl::Seconds(4), "How long a stopped rank stays stopped.");
 ABSL_FLAG(uint32_t, seed, 1, "Seed of the first trial (each trial adds one).");
@@ -118,6 +119,7 @@ int main(int argc, char** argv) {
       spec.rounds = absl::GetFlag(FLAGS_rounds);
       spec.count = absl::GetFlag(FLAGS_count);
       spec.pause = absl::GetFlag(FLAGS_pause);
+      spec.parts = absl::GetFlag(FLAGS_parts);
       spec.fault = *kind;
       spec.seed = seed++;
       spec.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);

@@ -1,7 +1,7 @@
 // hmc-fault-rank: one rank of the fault harness. Joins the group (or the running group, from the
-// round it is at), then averages up to round --rounds
-// (Communicator::Average, each rank's vector and weight from averaging_rounds.h), retrying a round
-// that ends with "membership changed", and prints each committed round on stdout.
+// round it is at), then averages up to round --rounds (Communicator::Average, or BeginAverage
+// with --parts; each rank's vector and weight from averaging_rounds.h), retrying a round that
+// ends with "membership changed", and prints each committed round on stdout.
 //
 // Exit codes: 0 every round committed; 3 an error that is not a membership change; 4 this rank
 // was removed from the group (it was stopped or cut off for longer than the heartbeat timeout).
@@ -27,6 +27,9 @@
 ABSL_FLAG(int, rounds, 30, "Rounds to commit.");
 ABSL_FLAG(int64_t, count, 1 << 18, "Floats per vector.");
 ABSL_FLAG(absl::Duration, pause, absl::Milliseconds(20), "Pause between rounds (the step's work).");
+ABSL_FLAG(int, parts, 1,
+          "Parts each round's vector comes in, added --pause/parts apart as backward makes a "
+          "step's buckets ready (Communicator::BeginAverage); 1: one Average call.");
 ABSL_FLAG(int, max_retries, 50, "Membership changes one round may see before the rank gives up.");
 ABSL_FLAG(int, die_id, -1, "The rank (stable id) that kills itself (SIGKILL) at --die_at.");
 ABSL_FLAG(int, die_at, -1, "The round at which --die_id kills itself (a crash for hmcrun tests).");
@@ -80,6 +83,27 @@ int CompareWithAllReduce(hmc::Communicator& comm, std::vector<float>& values, in
   return 0;
 }
 
+// One averaging round over `values`, in --parts parts of about equal size.
+absl::StatusOr<hmc::AverageOutcome> AverageRound(hmc::Communicator& comm,
+                                                 std::vector<float>& values, double weight,
+                                                 const hmc::SharedState* state) {
+  const size_t parts = static_cast<size_t>(std::max(1, absl::GetFlag(FLAGS_parts)));
+  if (parts == 1) {
+    return comm.Average(hmc::Buffer{values.data(), values.size(), hmc::DType::kF32}, weight, {},
+                        state);
+  }
+  absl::StatusOr<std::unique_ptr<hmc::AverageRound>> round = comm.BeginAverage(weight, {}, state);
+  if (!round.ok()) return round.status();
+  const absl::Duration gap = absl::GetFlag(FLAGS_pause) / static_cast<double>(parts);
+  for (size_t k = 0; k < parts; ++k) {
+    const size_t begin = values.size() * k / parts, end = values.size() * (k + 1) / parts;
+    const hmc::Buffer part{values.data() + begin, end - begin, hmc::DType::kF32};
+    if (absl::Status s = (*round)->Add(part, k + 1 == parts); !s.ok()) return s;
+    if (k + 1 < parts) absl::SleepFor(gap);
+  }
+  return (*round)->Finish();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -121,9 +145,8 @@ int main(int argc, char** argv) {
     absl::StatusOr<hmc::AverageOutcome> outcome;
     for (int tries = 0; tries <= absl::GetFlag(FLAGS_max_retries); ++tries) {
       hmc::fault::FillRound(id, round, values);
-      outcome = (*comm)->Average(hmc::Buffer{values.data(), values.size(), hmc::DType::kF32},
-                                 hmc::fault::RoundWeight(id, round), {},
-                                 model.empty() ? nullptr : &state);
+      outcome = AverageRound(**comm, values, hmc::fault::RoundWeight(id, round),
+                             model.empty() ? nullptr : &state);
       if (outcome.ok() || !hmc::IsMembershipChanged(outcome.status())) break;
       std::printf("retry round=%d: %s\n", round, std::string(outcome.status().message()).c_str());
     }

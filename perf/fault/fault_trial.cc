@@ -142,10 +142,11 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     outputs.push_back(absl::StrFormat("%s/fault_rank%d_%d.log", spec.work_dir, r, getpid()));
     std::vector<std::string> argv =
         spec.rank_prefix ? spec.rank_prefix(r) : std::vector<std::string>{};
-    for (const std::string& arg : {spec.rank_binary, absl::StrCat("--rounds=", spec.rounds),
-                                   absl::StrCat("--count=", spec.count),
-                                   absl::StrCat("--pause=", absl::FormatDuration(spec.pause)),
-                                   absl::StrCat("--state=", spec.state)}) {
+    for (const std::string& arg :
+         {spec.rank_binary, absl::StrCat("--rounds=", spec.rounds),
+          absl::StrCat("--count=", spec.count),
+          absl::StrCat("--pause=", absl::FormatDuration(spec.pause)),
+          absl::StrCat("--state=", spec.state), absl::StrCat("--parts=", spec.parts)}) {
       argv.push_back(arg);
     }
     absl::StatusOr<Process> p =

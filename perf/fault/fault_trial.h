@@ -45,6 +45,7 @@ struct TrialSpec {
   // measures its links (needs probe), not after every rank committed two rounds.
   bool at_creation = false;
   absl::Duration pause = absl::Milliseconds(20);
+  int parts = 1;                  // hmc-fault-rank --parts: each round's vector in this many parts.
   std::string transport = "tcp";  // Options::transport of every rank.
   FaultKind fault = FaultKind::kKill;
   int victim = -1;  // -1: chosen at random.

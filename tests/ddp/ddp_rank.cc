@@ -119,13 +119,16 @@ int RunSurvive(std::shared_ptr<Communicator> comm) {
   auto model = MakeModel();
   DistributedDataParallel ddp(comm, model->parameters(),
                               {.bucket_bytes = 512, .fault_tolerant = true});
+  ddp.set_samples(kBatch);
   torch::optim::SGD sgd(model->parameters(), 0.2);
   for (int s = 0; s < kSteps; ++s) {
     const int64_t begin = (s * world + id) * kBatch;
     sgd.zero_grad();
-    Loss(model, d.x.narrow(0, begin, kBatch), d.y.narrow(0, begin, kBatch)).backward();
+    // Before backward, whose buckets may commit the step's round before FinishBackward: the
+    // survivors' round of this step meets the loss.
     if (id == victim && s == kKillAt) raise(SIGKILL);
-    ddp.FinishBackward(kBatch);
+    Loss(model, d.x.narrow(0, begin, kBatch), d.y.narrow(0, begin, kBatch)).backward();
+    ddp.FinishBackward();
     const int expected = s < kKillAt ? world : world - 1;
     EXPECT_OR_FAIL(static_cast<int>(ddp.last_step().contributors.size()) == expected,
                    "step %d averaged %zu ranks, expected %d", s,
@@ -176,8 +179,9 @@ class FaultTolerantTrainer {
   // "membership changed" when the group gave the step up.
   void Step(const torch::Tensor& x, const torch::Tensor& y, double samples) {
     if (ddp_ != nullptr) {
+      ddp_->set_samples(samples);
       Loss(model_, x, y).backward();
-      ddp_->FinishBackward(samples);
+      ddp_->FinishBackward();
       return;
     }
     reducer_.fault_tolerant_hook->set_samples(samples);

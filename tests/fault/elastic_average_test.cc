@@ -39,6 +39,20 @@ TEST_P(KilledRank, SurvivorsCommitEveryRoundAlike) {
 
 INSTANTIATE_TEST_SUITE_P(Seeds, KilledRank, testing::Values(11, 12, 13, 14));
 
+class KilledRankInParts : public testing::TestWithParam<uint32_t> {};
+
+// Each round's vector in four parts (BeginAverage), added over the step as a backward's buckets:
+// the kill lands while some parts' all-reduces ran and others had not begun, or in the vote, and
+// the survivors still commit every round alike (the retry averages every part again).
+TEST_P(KilledRankInParts, SurvivorsCommitEveryRoundAlike) {
+  TrialSpec spec = Spec(FaultKind::kKill, GetParam());
+  spec.parts = 4;
+  spec.pause = absl::Milliseconds(8);  // 2 ms between parts.
+  ExpectCleanTrial(spec);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, KilledRankInParts, testing::Values(31, 32, 33));
+
 class StoppedRank : public testing::TestWithParam<uint32_t> {};
 
 // The stopped rank is declared failed after the heartbeat timeout (2 s), the others go on without
@@ -138,13 +152,17 @@ TEST_P(ReplacedRank, TheReplacementJoinsTheSurvivors) {
 INSTANTIATE_TEST_SUITE_P(Seeds, ReplacedRank, testing::Values(61, 62));
 
 // With state (4 MiB the ranks keep in step): the joiner downloads it in its first round, in which
-// it adds nothing, and from then on holds what every member holds, round after round.
+// it adds nothing, and from then on holds what every member holds, round after round; with the
+// rounds in parts too, where the download rides on the last part's call.
 TEST(ElasticAverage, AJoiningRankDownloadsTheStateAndKeepsItInStep) {
   for (FaultKind fault : {FaultKind::kJoin, FaultKind::kReplace}) {
-    TrialSpec spec = Spec(fault, 71);
-    spec.rounds = 60;
-    spec.state = 1 << 20;
-    std::optional<TrialResult> r = ExpectCleanTrial(spec);
+    for (int parts : {1, 3}) {
+      TrialSpec spec = Spec(fault, 71);
+      spec.rounds = 60;
+      spec.state = 1 << 20;
+      spec.parts = parts;
+      ExpectCleanTrial(spec);
+    }
   }
 }
 
