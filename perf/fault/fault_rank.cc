@@ -28,8 +28,12 @@ ABSL_FLAG(int, rounds, 30, "Rounds to commit.");
 ABSL_FLAG(int64_t, count, 1 << 18, "Floats per vector.");
 ABSL_FLAG(absl::Duration, pause, absl::Milliseconds(20), "Pause between rounds (the step's work).");
 ABSL_FLAG(int, parts, 1,
-          "Parts each round's vector comes in, added --pause/parts apart as backward makes a "
-          "step's buckets ready (Communicator::BeginAverage); 1: one Average call.");
+          "Parts each round's vector comes in, each added after --pause/parts as backward makes "
+          "a step's buckets ready (Communicator::BeginAverage); 1: one Average call.");
+ABSL_FLAG(int, overlap, 0,
+          "Instead of the rounds: this many steps of --pause of work (a backward) and a round, "
+          "alternated: Average once the work is done, and the round in --parts parts added "
+          "during the work; rank 0 prints the median step time of each.");
 ABSL_FLAG(int, max_retries, 50, "Membership changes one round may see before the rank gives up.");
 ABSL_FLAG(int, die_id, -1, "The rank (stable id) that kills itself (SIGKILL) at --die_at.");
 ABSL_FLAG(int, die_at, -1, "The round at which --die_id kills itself (a crash for hmcrun tests).");
@@ -96,12 +100,45 @@ absl::StatusOr<hmc::AverageOutcome> AverageRound(hmc::Communicator& comm,
   if (!round.ok()) return round.status();
   const absl::Duration gap = absl::GetFlag(FLAGS_pause) / static_cast<double>(parts);
   for (size_t k = 0; k < parts; ++k) {
+    absl::SleepFor(gap);  // The work that makes the part ready.
     const size_t begin = values.size() * k / parts, end = values.size() * (k + 1) / parts;
     const hmc::Buffer part{values.data() + begin, end - begin, hmc::DType::kF32};
     if (absl::Status s = (*round)->Add(part, k + 1 == parts); !s.ok()) return s;
-    if (k + 1 < parts) absl::SleepFor(gap);
   }
   return (*round)->Finish();
+}
+
+// Alternates steps of --pause of work followed by Average with steps whose round takes --parts
+// parts during the work, and prints their median times.
+int CompareOverlap(hmc::Communicator& comm, std::vector<float>& values, int steps) {
+  std::vector<double> after_ms, during_ms;
+  for (int i = 0; i < steps; ++i) {
+    const double weight = hmc::fault::RoundWeight(comm.id(), i);
+    hmc::fault::FillRound(comm.id(), i, values);
+    absl::Time start = absl::Now();
+    absl::SleepFor(absl::GetFlag(FLAGS_pause));
+    absl::StatusOr<hmc::AverageOutcome> after =
+        comm.Average(hmc::Buffer{values.data(), values.size(), hmc::DType::kF32}, weight);
+    after_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    hmc::fault::FillRound(comm.id(), i, values);
+    start = absl::Now();
+    absl::StatusOr<hmc::AverageOutcome> during = AverageRound(comm, values, weight, nullptr);
+    during_ms.push_back(absl::ToDoubleMilliseconds(absl::Now() - start));
+    if (!after.ok() || !during.ok()) {
+      std::fprintf(stderr, "average: %s\n",
+                   (after.ok() ? during.status() : after.status()).ToString().c_str());
+      return hmc::fault::kExitRoundFailed;
+    }
+  }
+  if (comm.rank() == 0) {
+    const double after = Median(after_ms), during = Median(during_ms);
+    std::printf(
+        "%d ranks, %zu floats, work %s, %d parts, %d steps each: Average after the work median "
+        "%.2f ms, in parts during it %.2f ms, ratio %.3f\n",
+        comm.size(), values.size(), absl::FormatDuration(absl::GetFlag(FLAGS_pause)).c_str(),
+        absl::GetFlag(FLAGS_parts), steps, after, during, during / after);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -127,6 +164,9 @@ int main(int argc, char** argv) {
   std::vector<float> values(static_cast<size_t>(absl::GetFlag(FLAGS_count)));
   if (absl::GetFlag(FLAGS_compare) > 0) {
     return CompareWithAllReduce(**comm, values, absl::GetFlag(FLAGS_compare));
+  }
+  if (absl::GetFlag(FLAGS_overlap) > 0) {
+    return CompareOverlap(**comm, values, absl::GetFlag(FLAGS_overlap));
   }
   const int rounds = absl::GetFlag(FLAGS_rounds);
   std::vector<float> model(static_cast<size_t>(absl::GetFlag(FLAGS_state)));
