@@ -34,7 +34,24 @@ std::optional<EarlyPart> RingEarly(const EarlyCall& call) {
 }
 
 absl::Status RunHalvingDoubling(CollectiveContext& ctx, const AllReduceArgs& a) {
-  return HalvingDoublingAllReduce(ctx, a.in, a.out, a.count, a.dtype, a.op);
+  return HalvingDoublingAllReduce(
+      ctx, a.in, a.out, a.count, a.dtype, a.op,
+      a.early != nullptr ? a.early->rest_sends : std::vector<CollectiveContext::Pending>{});
+}
+
+// The first message, where it is a piece of the input of one segment that may leave early.
+std::optional<EarlyPart> HalvingDoublingEarly(const EarlyCall& call) {
+  const std::optional<HalvingDoublingSend> first =
+      HalvingDoublingFirstSend(call.rank, call.size, call.count, call.dtype);
+  if (!first.has_value()) return std::nullopt;
+  const size_t es = DTypeSize(call.dtype);
+  const size_t bytes = first->count * es;
+  if (bytes < kMinEarlySegmentBytes || bytes > kMaxEarlyBytes) return std::nullopt;
+  return EarlyPart{.offset = first->begin * es,
+                   .bytes = bytes,
+                   .to = first->to,
+                   .segment_bytes = bytes,
+                   .phase = first->phase};
 }
 
 absl::Status RunHierarchical(CollectiveContext& ctx, const AllReduceArgs& a) {
@@ -79,7 +96,8 @@ constexpr AllReduceAlgorithm kAlgorithms[] = {
     {.name = "halving_doubling",
      .wire_id = 2,
      .summary = "recursive halving then doubling: 2 log2(n) steps, for small and medium messages",
-     .run = RunHalvingDoubling},
+     .run = RunHalvingDoubling,
+     .early = HalvingDoublingEarly},
     {.name = "hierarchical",
      .wire_id = 3,
      .summary = "inside each zone, then across zones in parallel shards, then back",

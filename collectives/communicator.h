@@ -50,7 +50,7 @@ struct CallOptions {
 // holds its average, bit-identical on every rank that returns OK; on an error every part is as it
 // was, on every survivor. A retry in the next epoch averages every part again. Every rank adds
 // parts of the same types and counts in the same order and marks the same one last (the argument
-// checks compare them). Use it from one thread at a time.
+// checks compare them). Use it from one thread at a time, and end it before its communicator.
 class AverageRound {
  public:
   // A round dropped before its Finish waits for its parts' calls and ends on this rank without

@@ -8,17 +8,42 @@ namespace hmc {
 
 namespace {
 
+// The largest power of two not above n: the ranks that take part in halving and doubling.
+int PowerOfTwoBelow(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+// Where virtual rank v (among the power of two) really is, with `rem` pairs folded.
+int RealRank(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
+
+// The elements a rank at virtual rank `vrank` gives its partner at distance d of [lo, hi), and
+// those it keeps.
+struct Halves {
+  size_t keep_lo, keep_hi, give_lo, give_hi;
+  bool keep_low;
+};
+Halves Halve(int vrank, int d, size_t lo, size_t hi) {
+  const size_t mid = lo + (hi - lo) / 2;
+  const bool keep_low = (vrank & d) == 0;
+  return keep_low ? Halves{lo, mid, mid, hi, true} : Halves{mid, hi, lo, mid, false};
+}
+
 // The first 2·rem ranks fold in pairs, the even one's vector into the odd one's, so that a power
-// of two take part; returns this rank's place among them, -1 where it folded away.
+// of two take part; returns this rank's place among them, -1 where it folded away. `sent_early`:
+// an even rank's fold, if it left with the argument check.
 absl::StatusOr<int> Fold(CollectiveContext& ctx, int rem, uint8_t* acc, uint8_t* incoming,
-                         size_t count, DType acc_type, ReduceOp op) {
+                         size_t count, DType acc_type, ReduceOp op,
+                         std::vector<CollectiveContext::Pending>& sent_early) {
   const int r = ctx.rank();
   const size_t bytes = count * DTypeSize(acc_type);
   if (r >= 2 * rem) return r - rem;
   if (r % 2 == 0) {
-    if (absl::Status s = ctx.Wait(ctx.Send(r + 1, Phase::kFold, 0, 0, acc, bytes)); !s.ok()) {
-      return s;
-    }
+    const CollectiveContext::Pending sent =
+        sent_early.empty() ? ctx.Send(r + 1, Phase::kFold, 0, 0, acc, bytes) : sent_early.front();
+    sent_early.clear();
+    if (absl::Status s = ctx.Wait(sent); !s.ok()) return s;
     return -1;
   }
   if (absl::Status s = ctx.Wait(ctx.Recv(r - 1, Phase::kFold, 0, 0, incoming, bytes)); !s.ok()) {
@@ -30,8 +55,24 @@ absl::StatusOr<int> Fold(CollectiveContext& ctx, int rem, uint8_t* acc, uint8_t*
 
 }  // namespace
 
+std::optional<HalvingDoublingSend> HalvingDoublingFirstSend(int rank, int size, size_t count,
+                                                            DType dtype) {
+  if (size < 2 || AccumulatorType(dtype) != dtype) return std::nullopt;
+  const int p = PowerOfTwoBelow(size);
+  const int rem = size - p;
+  if (rank < 2 * rem) {
+    if (rank % 2 != 0) return std::nullopt;
+    return HalvingDoublingSend{rank + 1, Phase::kFold, 0, count};
+  }
+  const int vrank = rank - rem;
+  const Halves h = Halve(vrank, p / 2, 0, count);
+  return HalvingDoublingSend{RealRank(vrank ^ (p / 2), rem), Phase::kHalving, h.give_lo,
+                             h.give_hi - h.give_lo};
+}
+
 absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, const void* in, void* out_ptr,
-                                      size_t count, DType dtype, ReduceOp op) {
+                                      size_t count, DType dtype, ReduceOp op,
+                                      std::vector<CollectiveContext::Pending> sent_early) {
   const int n = ctx.size();
   const int r = ctx.rank();
   const DType acc_type = AccumulatorType(dtype);
@@ -42,14 +83,13 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, const void* in, vo
   uint8_t* incoming = ctx.Scratch(count * es);
   ToAccumulator(acc, in, count, dtype);
 
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
+  const int p = PowerOfTwoBelow(n);
   const int rem = n - p;
   // Rank among the p that take part in halving and doubling; -1 if folded away.
-  absl::StatusOr<int> folded = Fold(ctx, rem, acc, incoming, count, acc_type, op);
+  absl::StatusOr<int> folded = Fold(ctx, rem, acc, incoming, count, acc_type, op, sent_early);
   if (!folded.ok()) return folded.status();
   const int vrank = *folded;
-  auto real_rank = [&](int v) { return v < rem ? 2 * v + 1 : v + rem; };
+  auto real_rank = [&](int v) { return RealRank(v, rem); };
 
   if (vrank >= 0) {
     size_t lo = 0, hi = count;
@@ -61,15 +101,15 @@ absl::Status HalvingDoublingAllReduce(CollectiveContext& ctx, const void* in, vo
     uint32_t step = 0;
     for (int d = p / 2; d >= 1; d /= 2, ++step) {
       const int partner = real_rank(vrank ^ d);
-      const size_t mid = lo + (hi - lo) / 2;
-      const bool keep_low = (vrank & d) == 0;
-      const size_t keep_lo = keep_low ? lo : mid, keep_hi = keep_low ? mid : hi;
-      const size_t give_lo = keep_low ? mid : lo, give_hi = keep_low ? hi : mid;
+      const auto [keep_lo, keep_hi, give_lo, give_hi, keep_low] = Halve(vrank, d, lo, hi);
       parents.push_back(Parent{lo, hi, keep_low});
-      auto sent =
-          ctx.Send(partner, Phase::kHalving, step, 0, acc + give_lo * es, (give_hi - give_lo) * es);
       auto received = ctx.Recv(partner, Phase::kHalving, step, 0, incoming + keep_lo * es,
                                (keep_hi - keep_lo) * es);
+      // The first step's half may have left with the argument check (a rank that did not fold).
+      auto sent = !sent_early.empty() ? sent_early.front()
+                                      : ctx.Send(partner, Phase::kHalving, step, 0,
+                                                 acc + give_lo * es, (give_hi - give_lo) * es);
+      sent_early.clear();
       if (absl::Status s = ctx.Wait(received); !s.ok()) return s;
       ReduceHost(acc + keep_lo * es, acc + keep_lo * es, incoming + keep_lo * es, keep_hi - keep_lo,
                  acc_type, op);

@@ -106,13 +106,19 @@ std::pair<std::string, std::string> SmallMessageAlgorithm(const TunerInput& in, 
     if (slowest > 0) bytes_per_s = slowest * 1e6 / 8;
   }
   const double bytes = static_cast<double>(in.bytes);
-  // Both pay the argument check's exchange (one latency), but the one-shot's data travels with it
-  // (arg_check.h, early data) where halving-doubling's waits for its verdict.
-  const bool early = in.bytes <= kMaxEarlyBytes;
+  // Both pay the argument check's exchange (one latency), but where their first messages are
+  // small enough they travel with it (arg_check.h, early data): the one-shot's whole vector, and
+  // halving-doubling's first half (or a folding rank's vector), one message of at least the least
+  // early segment.
+  const bool one_shot_early = in.bytes <= kMaxEarlyBytes;
+  const bool halving_doubling_early =
+      in.bytes <= kMaxEarlyBytes && in.bytes / 2 >= kMinEarlySegmentBytes;
   const double one_shot =
-      (early ? 1 : 2) * latency + static_cast<double>(n - 1) * bytes / bytes_per_s;
+      (one_shot_early ? 1 : 2) * latency + static_cast<double>(n - 1) * bytes / bytes_per_s;
   const double halving_doubling =
-      (1 + 2 * std::ceil(std::log2(static_cast<double>(n)))) * latency + 2 * bytes / bytes_per_s;
+      ((halving_doubling_early ? 0 : 1) + 2 * std::ceil(std::log2(static_cast<double>(n)))) *
+          latency +
+      2 * bytes / bytes_per_s;
   const std::string model = absl::StrFormat(
       "small message: one-shot %.3g s, halving-doubling %.3g s", one_shot, halving_doubling);
   return {one_shot <= halving_doubling ? "one_shot" : "halving_doubling", model};

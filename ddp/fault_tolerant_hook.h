@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <torch/csrc/distributed/c10d/comm.hpp>
+#include <utility>
 #include <vector>
 
 #include "ddp/gradient_averager.h"
@@ -55,10 +56,11 @@ class FaultTolerantCommHook : public c10d::CommHookInterface {
   GradientAverager averager_;
   TrainingState state_;
   double samples_ = 1;
-  // The step's round and its buckets so far. The Reducer calls runHook under its own lock.
+  // The step's buckets so far and its round (which reads them: it goes first). The Reducer calls
+  // runHook under its own lock.
+  std::vector<std::pair<at::Tensor, c10::intrusive_ptr<c10::ivalue::Future>>> pending_;
   std::unique_ptr<GradientRound> round_;
   absl::Status round_failure_;  // Why the step's round could not begin or take a bucket.
-  std::vector<std::pair<at::Tensor, c10::intrusive_ptr<c10::ivalue::Future>>> pending_;
   AverageOutcome last_step_;
 };
 

@@ -438,6 +438,8 @@ TEST(InprocCollectives, RanksOnDifferentAlgorithmsAreToldWhichRankRunsWhich) {
 // a link (what each rank sent, its peer received), and the next call is right. The one-shot's
 // counts: all of it rides; a rest on every rank; and a rest on rank 1 alone (the others' receives
 // must hold its ride). The ring's: one segment each; several; and many more on rank 1.
+// Halving-doubling's (rank 0 folds into rank 1, rank 2 halves with rank 1): too small to leave
+// early; the fold and the first half early; and those where rank 1's count is larger.
 struct MismatchedCounts {
   const char* algo;
   size_t others;
@@ -478,13 +480,16 @@ TEST_P(MismatchedEarlyData, IsDroppedAndTheGroupGoesOn) {
   ExpectEveryLinkDrained(stats);
 }
 
-INSTANTIATE_TEST_SUITE_P(OneShotAndRing, MismatchedEarlyData,
+INSTANTIATE_TEST_SUITE_P(EarlyAlgorithms, MismatchedEarlyData,
                          testing::Values(MismatchedCounts{"one_shot", 100, 99},
                                          MismatchedCounts{"one_shot", 40000, 39999},
                                          MismatchedCounts{"one_shot", 1000, 20000},
                                          MismatchedCounts{"ring", 100, 99},
                                          MismatchedCounts{"ring", 40000, 39999},
-                                         MismatchedCounts{"ring", 1000, 400000}),
+                                         MismatchedCounts{"ring", 1000, 400000},
+                                         MismatchedCounts{"halving_doubling", 100, 99},
+                                         MismatchedCounts{"halving_doubling", 4000, 3999},
+                                         MismatchedCounts{"halving_doubling", 200000, 400000}),
                          [](const testing::TestParamInfo<MismatchedCounts>& info) {
                            return absl::StrFormat("%s_%d_against_%d", info.param.algo,
                                                   info.param.others, info.param.rank1);
@@ -523,6 +528,47 @@ TEST(InprocCollectives, ARingsFirstStepLeavesWithTheArgumentCheck) {
       // Exactly the early segments: the rest of the step needs the verdict, which needs rank 0.
       left_early = comm.link_stats()[2].messages_sent == before + 1 + kEarlySegments;
       rank1_done_waiting = true;
+    }
+    ASSERT_TRUE(work->Wait().ok());
+    ExpectSumOfRankPatterns(data, kRanks);
+    ASSERT_TRUE(comm.Barrier()->Wait().ok());
+    stats[rank] = comm.link_stats();
+  });
+  EXPECT_TRUE(left_early.load());
+  ExpectEveryLinkDrained(stats);
+}
+
+// Halving-doubling's first messages do not wait for the verdict either: with rank 0 not yet in the
+// call, rank 2 (which does not fold) has sent rank 1 its descriptor and the first half-exchange's
+// half, and nothing more. Then rank 0 calls (its fold leaves early too), and every rank ends with
+// the sum, in place.
+TEST(InprocCollectives, HalvingDoublingsFirstMessageLeavesWithTheArgumentCheck) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 100000;  // Halves of 200 KB: one early message each.
+  std::atomic<bool> left_early{false};
+  std::atomic<bool> rank2_done_waiting{false};
+  std::vector<std::vector<LinkStats>> stats(kRanks);
+  RunGroup(kRanks, [&](int rank, Communicator& comm) {
+    CallOptions call;
+    call.algo = "halving_doubling";
+    std::vector<float> data = RankPattern(rank, kCount);
+    Buffer buffer{data.data(), data.size(), DType::kF32};
+    if (rank == 0) {
+      const absl::Time give_up = absl::Now() + absl::Seconds(30);
+      while (!rank2_done_waiting.load() && absl::Now() < give_up) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+    }
+    const uint64_t before = comm.link_stats()[1].messages_sent;
+    std::shared_ptr<Work> work = comm.AllReduce(buffer, buffer, ReduceOp::kSum, call);
+    if (rank == 2) {
+      const absl::Time give_up = absl::Now() + absl::Seconds(20);
+      while (comm.link_stats()[1].messages_sent < before + 2 && absl::Now() < give_up) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      absl::SleepFor(absl::Milliseconds(50));  // Time for a message that should not leave.
+      left_early = comm.link_stats()[1].messages_sent == before + 2;
+      rank2_done_waiting = true;
     }
     ASSERT_TRUE(work->Wait().ok());
     ExpectSumOfRankPatterns(data, kRanks);
