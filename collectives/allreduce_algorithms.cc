@@ -46,7 +46,7 @@ std::optional<EarlyPart> HalvingDoublingEarly(const EarlyCall& call) {
   if (!first.has_value()) return std::nullopt;
   const size_t es = DTypeSize(call.dtype);
   const size_t bytes = first->count * es;
-  if (bytes < kMinEarlySegmentBytes || bytes > kMaxEarlyBytes) return std::nullopt;
+  if (bytes < kMinEarlySegmentBytes || bytes > kMaxHalvingDoublingEarlyBytes) return std::nullopt;
   return EarlyPart{.offset = first->begin * es,
                    .bytes = bytes,
                    .to = first->to,

@@ -32,6 +32,11 @@ struct HalvingDoublingSend {
   size_t begin;
   size_t count;
 };
+// The most of that first message that leaves early. Above it the first half-exchange (both
+// partners' messages early at once) made 4-rank calls on loopback slower, not faster: at 512 KiB
+// 3.9–4.6 ms against 1.5–1.7 ms, cause not found (perf/RESULTS.md). The tuner picks
+// halving-doubling only below small_message_bytes (256 KiB), whose halves are within it.
+inline constexpr size_t kMaxHalvingDoublingEarlyBytes = 128 << 10;
 std::optional<HalvingDoublingSend> HalvingDoublingFirstSend(int rank, int size, size_t count,
                                                             DType dtype);
 

@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "collectives/arg_check.h"
 #include "collectives/bandwidth_model.h"
+#include "collectives/halving_doubling.h"
 #include "collectives/shares.h"
 #include "core/frame.h"
 
@@ -112,7 +113,7 @@ std::pair<std::string, std::string> SmallMessageAlgorithm(const TunerInput& in, 
   // early segment.
   const bool one_shot_early = in.bytes <= kMaxEarlyBytes;
   const bool halving_doubling_early =
-      in.bytes <= kMaxEarlyBytes && in.bytes / 2 >= kMinEarlySegmentBytes;
+      in.bytes / 2 <= kMaxHalvingDoublingEarlyBytes && in.bytes / 2 >= kMinEarlySegmentBytes;
   const double one_shot =
       (one_shot_early ? 1 : 2) * latency + static_cast<double>(n - 1) * bytes / bytes_per_s;
   const double halving_doubling =
