@@ -27,8 +27,8 @@ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITI
   -DHMC_WITH_GLOO=OFF -DHMC_WITH_TORCH=OFF > /dev/null
 cmake --build build-asan --parallel
 elapsed
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  run_suite build-asan
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_suite build-asan
 elapsed
 
 echo "== TSan build and tests"
