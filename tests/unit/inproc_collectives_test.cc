@@ -495,39 +495,38 @@ INSTANTIATE_TEST_SUITE_P(EarlyAlgorithms, MismatchedEarlyData,
                                                   info.param.others, info.param.rank1);
                          });
 
-// The ring's first step does not wait for the argument check's verdict: with rank 0 not yet in
-// the call, rank 1 has sent rank 2 its descriptor and the first 1 MiB of its first step (256
-// segments of 4 KiB; the rest of the step waits for the verdict). Then rank 0 calls, and every rank
-// ends with the sum, in place.
-TEST(InprocCollectives, ARingsFirstStepLeavesWithTheArgumentCheck) {
+// With rank 0 not yet in the call, rank `sender` has sent rank `receiver` its descriptor and
+// `early_messages` messages of data, and nothing more: the rest needs the argument check's
+// verdict, which needs rank 0. Then rank 0 calls, and every rank ends with the sum, in place,
+// with every link drained.
+void ExpectFirstMessagesLeaveWithTheCheck(const char* algo, size_t count, int sender, int receiver,
+                                          uint64_t early_messages) {
   constexpr int kRanks = 3;
-  constexpr size_t kCount = size_t{1} << 20;  // Blocks of 1.33 MiB: more than leaves early.
-  constexpr uint64_t kEarlySegments = kMaxEarlyBytes / 4096;
   std::atomic<bool> left_early{false};
-  std::atomic<bool> rank1_done_waiting{false};
+  std::atomic<bool> sender_done_waiting{false};
   std::vector<std::vector<LinkStats>> stats(kRanks);
   RunGroup(kRanks, [&](int rank, Communicator& comm) {
     CallOptions call;
-    call.algo = "ring";
-    std::vector<float> data = RankPattern(rank, kCount);
+    call.algo = algo;
+    std::vector<float> data = RankPattern(rank, count);
     Buffer buffer{data.data(), data.size(), DType::kF32};
     if (rank == 0) {
       const absl::Time give_up = absl::Now() + absl::Seconds(30);
-      while (!rank1_done_waiting.load() && absl::Now() < give_up) {
+      while (!sender_done_waiting.load() && absl::Now() < give_up) {
         absl::SleepFor(absl::Milliseconds(1));
       }
     }
-    const uint64_t before = comm.link_stats()[2].messages_sent;
+    const uint64_t before = comm.link_stats()[receiver].messages_sent;
     std::shared_ptr<Work> work = comm.AllReduce(buffer, buffer, ReduceOp::kSum, call);
-    if (rank == 1) {
+    if (rank == sender) {
+      const uint64_t expected = before + 1 + early_messages;
       const absl::Time give_up = absl::Now() + absl::Seconds(20);
-      while (comm.link_stats()[2].messages_sent < before + 1 + kEarlySegments &&
-             absl::Now() < give_up) {
+      while (comm.link_stats()[receiver].messages_sent < expected && absl::Now() < give_up) {
         absl::SleepFor(absl::Milliseconds(1));
       }
-      // Exactly the early segments: the rest of the step needs the verdict, which needs rank 0.
-      left_early = comm.link_stats()[2].messages_sent == before + 1 + kEarlySegments;
-      rank1_done_waiting = true;
+      absl::SleepFor(absl::Milliseconds(50));  // Time for a message that should not leave.
+      left_early = comm.link_stats()[receiver].messages_sent == expected;
+      sender_done_waiting = true;
     }
     ASSERT_TRUE(work->Wait().ok());
     ExpectSumOfRankPatterns(data, kRanks);
@@ -538,45 +537,16 @@ TEST(InprocCollectives, ARingsFirstStepLeavesWithTheArgumentCheck) {
   ExpectEveryLinkDrained(stats);
 }
 
-// Halving-doubling's first messages do not wait for the verdict either: with rank 0 not yet in the
-// call, rank 2 (which does not fold) has sent rank 1 its descriptor and the first half-exchange's
-// half, and nothing more. Then rank 0 calls (its fold leaves early too), and every rank ends with
-// the sum, in place.
+// The ring's first step does not wait for the verdict: rank 1 sends rank 2 the first 1 MiB of its
+// first step (256 segments of 4 KiB) of blocks of 1.33 MiB.
+TEST(InprocCollectives, ARingsFirstStepLeavesWithTheArgumentCheck) {
+  ExpectFirstMessagesLeaveWithTheCheck("ring", size_t{1} << 20, 1, 2, kMaxEarlyBytes / 4096);
+}
+
+// Nor does halving-doubling's first message: rank 2 (which does not fold) sends rank 1 its half of
+// 40 KB, one message (rank 0's fold to rank 1 leaves early too).
 TEST(InprocCollectives, HalvingDoublingsFirstMessageLeavesWithTheArgumentCheck) {
-  constexpr int kRanks = 3;
-  constexpr size_t kCount = 20000;  // Halves of 40 KB: one early message each.
-  std::atomic<bool> left_early{false};
-  std::atomic<bool> rank2_done_waiting{false};
-  std::vector<std::vector<LinkStats>> stats(kRanks);
-  RunGroup(kRanks, [&](int rank, Communicator& comm) {
-    CallOptions call;
-    call.algo = "halving_doubling";
-    std::vector<float> data = RankPattern(rank, kCount);
-    Buffer buffer{data.data(), data.size(), DType::kF32};
-    if (rank == 0) {
-      const absl::Time give_up = absl::Now() + absl::Seconds(30);
-      while (!rank2_done_waiting.load() && absl::Now() < give_up) {
-        absl::SleepFor(absl::Milliseconds(1));
-      }
-    }
-    const uint64_t before = comm.link_stats()[1].messages_sent;
-    std::shared_ptr<Work> work = comm.AllReduce(buffer, buffer, ReduceOp::kSum, call);
-    if (rank == 2) {
-      const absl::Time give_up = absl::Now() + absl::Seconds(20);
-      while (comm.link_stats()[1].messages_sent < before + 2 && absl::Now() < give_up) {
-        absl::SleepFor(absl::Milliseconds(1));
-      }
-      absl::SleepFor(absl::Milliseconds(50));  // Time for a message that should not leave.
-      left_early = comm.link_stats()[1].messages_sent == before + 2;
-      rank2_done_waiting = true;
-    }
-    ASSERT_TRUE(work->Wait().ok());
-    ExpectSumOfRankPatterns(data, kRanks);
-    ASSERT_TRUE(comm.Barrier()->Wait().ok());
-    stats[rank] = comm.link_stats();
-  });
-  EXPECT_TRUE(left_early.load());
-  ExpectEveryLinkDrained(stats);
+  ExpectFirstMessagesLeaveWithTheCheck("halving_doubling", 20000, 2, 1, 1);
 }
 
 // A vector that fits in the check's message costs one message per peer: the check's. A larger one
