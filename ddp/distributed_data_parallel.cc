@@ -87,15 +87,8 @@ void DistributedDataParallel::StartReadyBuckets() {
 }
 
 void DistributedDataParallel::AddToRound(size_t bucket) {
-  if (bucket == 0) {
-    absl::StatusOr<std::unique_ptr<GradientRound>> begun =
-        averager_.BeginRound(samples_, state_.tensors());
-    round_failure_ = begun.status();
-    if (begun.ok()) round_ = *std::move(begun);
-  }
-  if (round_failure_.ok()) {
-    round_failure_ = round_->Add(buckets_[bucket].flat, bucket + 1 == buckets_.size());
-  }
+  if (bucket == 0) round_ = averager_.BeginRound(samples_, state_.tensors());
+  round_->Add(buckets_[bucket].flat, bucket + 1 == buckets_.size());
 }
 
 void DistributedDataParallel::set_samples(double samples) {
@@ -112,10 +105,8 @@ bool DistributedDataParallel::state_stale() const {
 }
 
 void DistributedDataParallel::FinishStep() {
-  absl::StatusOr<AverageOutcome> outcome =
-      round_failure_.ok() ? round_->Finish() : absl::StatusOr<AverageOutcome>(round_failure_);
+  absl::StatusOr<AverageOutcome> outcome = round_->Finish();
   round_.reset();
-  round_failure_ = absl::OkStatus();
   if (!outcome.ok()) {
     // The buckets hold this rank's own gradients, as the caller computed them.
     TORCH_CHECK(false, "hmc DDP step: ", std::string(outcome.status().message()));

@@ -110,9 +110,7 @@ class DistributedDataParallel {
   std::vector<Bucket> buckets_ ABSL_GUARDED_BY(mu_);
   size_t next_to_start_ ABSL_GUARDED_BY(mu_) = 0;
   double samples_ ABSL_GUARDED_BY(mu_) = 1;
-  // Fault tolerant: the step's round, and why it could not begin or take a bucket.
-  std::unique_ptr<GradientRound> round_ ABSL_GUARDED_BY(mu_);
-  absl::Status round_failure_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<GradientRound> round_ ABSL_GUARDED_BY(mu_);  // Fault tolerant: the step's.
 };
 
 }  // namespace hmc::ddp

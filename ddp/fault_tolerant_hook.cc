@@ -23,13 +23,10 @@ c10::intrusive_ptr<c10::ivalue::Future> FaultTolerantCommHook::runHook(c10d::Gra
   if (bucket.getIndex() == 0) {
     round_.reset();
     pending_.clear();
-    absl::StatusOr<std::unique_ptr<GradientRound>> begun =
-        averager_.BeginRound(samples_, state_.tensors());
-    round_failure_ = begun.status();
-    if (begun.ok()) round_ = *std::move(begun);
+    round_ = averager_.BeginRound(samples_, state_.tensors());
   }
   pending_.emplace_back(bucket.getBufferRef(), future);
-  if (round_failure_.ok()) round_failure_ = round_->Add(bucket.getBufferRef(), bucket.isLast());
+  round_->Add(bucket.getBufferRef(), bucket.isLast());
   if (bucket.isLast()) FinishStep();
   return future;
 }
@@ -39,8 +36,7 @@ at::Tensor FaultTolerantCommHook::parseHookResult(const c10::IValue& result) {
 }
 
 void FaultTolerantCommHook::FinishStep() {
-  absl::StatusOr<AverageOutcome> outcome =
-      round_failure_.ok() ? round_->Finish() : absl::StatusOr<AverageOutcome>(round_failure_);
+  absl::StatusOr<AverageOutcome> outcome = round_->Finish();
   round_.reset();
   if (!outcome.ok()) {
     FailStep(outcome.status());

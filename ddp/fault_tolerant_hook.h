@@ -60,7 +60,6 @@ class FaultTolerantCommHook : public c10d::CommHookInterface {
   // runHook under its own lock.
   std::vector<std::pair<at::Tensor, c10::intrusive_ptr<c10::ivalue::Future>>> pending_;
   std::unique_ptr<GradientRound> round_;
-  absl::Status round_failure_;  // Why the step's round could not begin or take a bucket.
   AverageOutcome last_step_;
 };
 

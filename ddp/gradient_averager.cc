@@ -22,12 +22,16 @@ c10::intrusive_ptr<c10::ivalue::Future> GradientAverager::Start(const at::Tensor
   return FutureOf(comm_->AllReduce(*buffer, *buffer, op, call), {flat}, nullptr, meter_);
 }
 
-absl::StatusOr<std::unique_ptr<GradientRound>> GradientAverager::BeginRound(
-    double weight, const NamedTensors& state) {
+std::unique_ptr<GradientRound> GradientAverager::BeginRound(double weight,
+                                                            const NamedTensors& state) {
   std::unique_ptr<GradientRound> round(new GradientRound());
+  round->meter_ = meter_;
   for (const auto& [name, tensor] : state) {
     absl::StatusOr<Buffer> buffer = BufferOf(tensor);
-    if (!buffer.ok()) return buffer.status();
+    if (!buffer.ok()) {
+      round->failure_ = buffer.status();
+      return round;
+    }
     round->state_.tensors.emplace_back(name, *buffer);
   }
   CallOptions call;
@@ -35,27 +39,29 @@ absl::StatusOr<std::unique_ptr<GradientRound>> GradientAverager::BeginRound(
   call.codec_intra = options_.codec_intra;
   absl::StatusOr<std::unique_ptr<hmc::AverageRound>> begun =
       comm_->BeginAverage(weight, call, state.empty() ? nullptr : &round->state_);
-  if (!begun.ok()) return begun.status();
-  round->round_ = *std::move(begun);
-  round->meter_ = meter_;
+  if (begun.ok()) {
+    round->round_ = *std::move(begun);
+  } else {
+    round->failure_ = begun.status();
+  }
   return round;
 }
 
 absl::StatusOr<AverageOutcome> GradientAverager::AverageRound(const at::Tensor& flat, double weight,
                                                               const NamedTensors& state) {
-  absl::StatusOr<std::unique_ptr<GradientRound>> round = BeginRound(weight, state);
-  if (!round.ok()) return round.status();
-  if (absl::Status s = (*round)->Add(flat, /*last=*/true); !s.ok()) return s;
-  return (*round)->Finish();
+  std::unique_ptr<GradientRound> round = BeginRound(weight, state);
+  round->Add(flat, /*last=*/true);
+  return round->Finish();
 }
 
-absl::Status GradientRound::Add(const at::Tensor& flat, bool last) {
+void GradientRound::Add(const at::Tensor& flat, bool last) {
+  if (!failure_.ok()) return;
   absl::StatusOr<Buffer> buffer = BufferOf(flat);
-  if (!buffer.ok()) return buffer.status();
-  return round_->Add(*buffer, last);
+  failure_ = buffer.ok() ? round_->Add(*buffer, last) : buffer.status();
 }
 
 absl::StatusOr<AverageOutcome> GradientRound::Finish() {
+  if (!failure_.ok()) return failure_;
   absl::StatusOr<AverageOutcome> outcome = round_->Finish();
   if (outcome.ok()) meter_->Add(outcome->report);
   return outcome;

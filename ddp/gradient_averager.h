@@ -25,10 +25,12 @@ struct AveragingOptions {
 // A fault-tolerant averaging round (Communicator::BeginAverage) over flat tensors (float or
 // double, dense, CPU) added as backward makes them ready, with the codecs per link class. Each
 // tensor is averaged in place on commit; it must stay alive and unchanged until Finish returns.
+// A round that could not begin, or a tensor it could not take, is kept for Finish to return, so
+// that backward's hooks never throw.
 class GradientRound {
  public:
-  absl::Status Add(const at::Tensor& flat, bool last);
-  // The round's outcome (its traffic counted in the averager's totals).
+  void Add(const at::Tensor& flat, bool last);
+  // The round's outcome (its traffic counted in the averager's totals), or why it failed.
   absl::StatusOr<AverageOutcome> Finish();
 
  private:
@@ -37,6 +39,7 @@ class GradientRound {
 
   SharedState state_;  // Outlives round_, which reads it.
   std::unique_ptr<AverageRound> round_;
+  absl::Status failure_;
   std::shared_ptr<TrafficMeter> meter_;
 };
 
@@ -56,8 +59,7 @@ class GradientAverager {
   // Begins a fault-tolerant averaging round weighted by `weight`; `state`: the named tensors
   // (dense, CPU) a joining rank downloads (none when empty), alive and unchanged until the
   // round's Finish returns.
-  absl::StatusOr<std::unique_ptr<GradientRound>> BeginRound(double weight,
-                                                            const NamedTensors& state = {});
+  std::unique_ptr<GradientRound> BeginRound(double weight, const NamedTensors& state = {});
   // One such round over `flat` alone.
   absl::StatusOr<AverageOutcome> AverageRound(const at::Tensor& flat, double weight,
                                               const NamedTensors& state = {});
