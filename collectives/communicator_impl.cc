@@ -559,12 +559,12 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
   }
   CallDescriptor d = AllReduceDescriptor(in, op, algorithm, plan, round);
   // An algorithm's early data (the one-shot's vector, the ring's first step) leaves with the
-  // argument check's descriptors; not in an averaging attempt, whose members' data may change
-  // once the check shares who is stale.
+  // argument check's descriptors. A part of an averaging attempt too: its weighted copy (zeros
+  // where the round is stale) was fixed when the round began, so no verdict can change it.
   auto early = std::make_shared<EarlyData>();
   EarlySend send_early;
-  if (algorithm != nullptr && algorithm->early != nullptr && check.ok() && round == nullptr &&
-      step.trial < 0 && g->size() > 1 && in.count > 0) {
+  if (algorithm != nullptr && algorithm->early != nullptr && check.ok() && step.trial < 0 &&
+      g->size() > 1 && in.count > 0) {
     if (std::optional<EarlyPart> part =
             algorithm->early({g->rank, g->size(), in.count, in.dtype, plan.chunk_bytes})) {
       d.early_bytes = part->bytes;

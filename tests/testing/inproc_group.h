@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <string>
@@ -34,6 +35,35 @@ inline void RunGroup(int n, const std::function<void(int, Communicator&)>& body,
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// Every message each rank sent was received (`stats`: every rank's link_stats() after a last
+// Barrier): nothing a call sent early was left on a link.
+inline void ExpectEveryLinkDrained(const std::vector<std::vector<LinkStats>>& stats) {
+  for (size_t from = 0; from < stats.size(); ++from) {
+    for (size_t to = 0; to < stats.size(); ++to) {
+      if (from == to) continue;
+      EXPECT_EQ(stats[from][to].messages_sent, stats[to][from].messages_received)
+          << "rank " << from << " to rank " << to;
+    }
+  }
+}
+
+// Waits (up to 30 s) for `flag`: a rank held back until another has looked at its links.
+inline void WaitFor(const std::atomic<bool>& flag) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!flag.load() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+}
+
+// Waits (up to 20 s) until this rank has sent rank `to` `expected` messages in all (link_stats),
+// then 50 ms more for a message that should not leave: whether it sent exactly `expected`.
+inline bool SentExactly(const Communicator& comm, int to, uint64_t expected) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (comm.link_stats()[to].messages_sent < expected && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  absl::SleepFor(absl::Milliseconds(50));
+  return comm.link_stats()[to].messages_sent == expected;
 }
 
 }  // namespace hmc

@@ -2,6 +2,7 @@
 // transport: the averages of the parts, what is compared across ranks, and misuse.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <mutex>
 #include <string>
@@ -82,13 +83,21 @@ TEST(AverageRound, PartsAreAveragedAsOneRoundAndWrittenOnlyOnCommit) {
   for (size_t i = 0; i < got.c.size(); ++i) ASSERT_NEAR(got.c[i], Expected(kRanks, 2, i), 1e-6);
 }
 
-TEST(AverageRound, PartsOfDifferentSizesFailOnEveryRankAndLeaveTheBuffersAsTheyWere) {
+// Parts of different sizes fail on every rank, the caller's buffers as they were, whatever the
+// plan: the tuner's, and the one-shot and the ring, whose first messages left with the argument
+// check (part b: 20 000 doubles, more than rides in the check's message) and are dropped, every
+// link drained. The next round commits.
+class PartsOfDifferentSizes : public testing::TestWithParam<const char*> {};
+
+TEST_P(PartsOfDifferentSizes, FailOnEveryRankAndLeaveTheBuffersAsTheyWere) {
   constexpr int kRanks = 3;
   std::vector<std::string> errors(kRanks);
+  std::vector<std::vector<LinkStats>> stats(kRanks);
   RunGroup(kRanks, [&](int rank, Communicator& comm) {
-    Parts parts(rank, 100, rank == 1 ? 60 : 50, 7);
+    Parts parts(rank, 100, rank == 1 ? 20001 : 20000, 7);
     const Parts original = parts;
-    absl::StatusOr<std::unique_ptr<AverageRound>> round = comm.BeginAverage(Weight(rank));
+    const CallOptions call{.algo = GetParam()};
+    absl::StatusOr<std::unique_ptr<AverageRound>> round = comm.BeginAverage(Weight(rank), call);
     ASSERT_TRUE(round.ok());
     const std::vector<Buffer> buffers = parts.Buffers();
     for (size_t k = 0; k < buffers.size(); ++k) {
@@ -102,15 +111,62 @@ TEST(AverageRound, PartsOfDifferentSizesFailOnEveryRankAndLeaveTheBuffersAsTheyW
     EXPECT_EQ(parts.c, original.c);
     // The communicator goes on: the next round commits, as round 0 (nothing was committed).
     std::vector<float> value = {static_cast<float>(rank)};
-    absl::StatusOr<AverageOutcome> next = comm.Average({value.data(), 1, DType::kF32}, 1.0);
+    absl::StatusOr<AverageOutcome> next = comm.Average({value.data(), 1, DType::kF32}, 1.0, call);
     ASSERT_TRUE(next.ok()) << next.status();
     EXPECT_EQ(next->round, 0u);
     EXPECT_EQ(value[0], 1.0f);
+    ASSERT_TRUE(comm.Barrier()->Wait().ok());
+    stats[rank] = comm.link_stats();
   });
   for (int r = 0; r < kRanks; ++r) {
-    EXPECT_NE(errors[r].find("count (rank 0=50, rank 1=60, rank 2=50)"), std::string::npos)
+    EXPECT_NE(errors[r].find("count (rank 0=20000, rank 1=20001, rank 2=20000)"), std::string::npos)
         << errors[r];
   }
+  ExpectEveryLinkDrained(stats);
+}
+
+INSTANTIATE_TEST_SUITE_P(Plans, PartsOfDifferentSizes, testing::Values("", "one_shot", "ring"),
+                         [](const testing::TestParamInfo<const char*>& info) {
+                           return std::string(*info.param == 0 ? "auto" : info.param);
+                         });
+
+// A part's data does not wait for the argument check's verdict: its weighted copy is fixed once
+// the part is added. With rank 0 not yet in the round, rank 2's first part (a one-shot of 40 000
+// floats) has sent rank 1 its descriptor with the first 64 KiB and one message of the rest, and
+// nothing more. Then rank 0 adds its parts and every rank commits the averages.
+TEST(AverageRound, APartsDataLeavesWithTheArgumentCheck) {
+  constexpr int kRanks = 3;
+  constexpr int kSender = 2;
+  constexpr int kReceiver = 1;
+  std::atomic<bool> left_early{false};
+  std::atomic<bool> sender_done_waiting{false};
+  std::vector<Parts> results(kRanks, Parts(0, 0, 0, 0));
+  RunGroup(kRanks, [&](int rank, Communicator& comm) {
+    Parts parts(rank, 40000, 1000, 0);
+    if (rank == 0) WaitFor(sender_done_waiting);
+    const CallOptions call{.algo = "one_shot"};
+    absl::StatusOr<std::unique_ptr<AverageRound>> round = comm.BeginAverage(Weight(rank), call);
+    ASSERT_TRUE(round.ok());
+    const std::vector<Buffer> buffers = parts.Buffers();
+    const uint64_t before = comm.link_stats()[kReceiver].messages_sent;
+    ASSERT_TRUE((*round)->Add(buffers[0], /*last=*/false).ok());
+    if (rank == kSender) {
+      left_early = SentExactly(comm, kReceiver, before + 2);  // The descriptor, one rest.
+      sender_done_waiting = true;
+    }
+    ASSERT_TRUE((*round)->Add(buffers[1], /*last=*/true).ok());
+    absl::StatusOr<AverageOutcome> outcome = (*round)->Finish();
+    ASSERT_TRUE(outcome.ok()) << outcome.status();
+    results[rank] = parts;
+  });
+  EXPECT_TRUE(left_early.load());
+  for (int r = 0; r < kRanks; ++r) {
+    EXPECT_EQ(results[r].a, results[0].a);
+    EXPECT_EQ(results[r].b, results[0].b);
+  }
+  const Parts& got = results[0];
+  for (size_t i = 0; i < got.a.size(); ++i) ASSERT_NEAR(got.a[i], Expected(kRanks, 0, i), 1e-6);
+  for (size_t i = 0; i < got.b.size(); ++i) ASSERT_NEAR(got.b[i], Expected(kRanks, 1, i), 1e-12);
 }
 
 TEST(AverageRound, RanksThatDisagreeOnTheLastPartAreToldOnEveryRank) {

@@ -397,17 +397,6 @@ void ExpectSumOfRankPatterns(const std::vector<float>& data, int ranks) {
   }
 }
 
-// Every message each rank sent was received: nothing a call sent early was left on a link.
-void ExpectEveryLinkDrained(const std::vector<std::vector<LinkStats>>& stats) {
-  for (size_t from = 0; from < stats.size(); ++from) {
-    for (size_t to = 0; to < stats.size(); ++to) {
-      if (from == to) continue;
-      EXPECT_EQ(stats[from][to].messages_sent, stats[to][from].messages_received)
-          << "rank " << from << " to rank " << to;
-    }
-  }
-}
-
 // Ranks forced to different algorithms refuse the call alike, naming each rank's algorithm by the
 // registry's name, drop what the ring's ranks sent early, and the next call runs.
 TEST(InprocCollectives, RanksOnDifferentAlgorithmsAreToldWhichRankRunsWhich) {
@@ -510,22 +499,11 @@ void ExpectFirstMessagesLeaveWithTheCheck(const char* algo, size_t count, int se
     call.algo = algo;
     std::vector<float> data = RankPattern(rank, count);
     Buffer buffer{data.data(), data.size(), DType::kF32};
-    if (rank == 0) {
-      const absl::Time give_up = absl::Now() + absl::Seconds(30);
-      while (!sender_done_waiting.load() && absl::Now() < give_up) {
-        absl::SleepFor(absl::Milliseconds(1));
-      }
-    }
+    if (rank == 0) WaitFor(sender_done_waiting);
     const uint64_t before = comm.link_stats()[receiver].messages_sent;
     std::shared_ptr<Work> work = comm.AllReduce(buffer, buffer, ReduceOp::kSum, call);
     if (rank == sender) {
-      const uint64_t expected = before + 1 + early_messages;
-      const absl::Time give_up = absl::Now() + absl::Seconds(20);
-      while (comm.link_stats()[receiver].messages_sent < expected && absl::Now() < give_up) {
-        absl::SleepFor(absl::Milliseconds(1));
-      }
-      absl::SleepFor(absl::Milliseconds(50));  // Time for a message that should not leave.
-      left_early = comm.link_stats()[receiver].messages_sent == expected;
+      left_early = SentExactly(comm, receiver, before + 1 + early_messages);
       sender_done_waiting = true;
     }
     ASSERT_TRUE(work->Wait().ok());
