@@ -41,10 +41,10 @@ absl::StatusOr<std::unique_ptr<TrainingRun>> TrainingRun::Start(const Settings& 
     return absl::InvalidArgumentError(
         absl::StrCat("--sync=", settings.sync, ": ddp, ddp-ft, reducer, collab, diloco or local"));
   }
-  if (settings.eval_every > 0 && (settings.sync == "collab" || settings.sync == "ddp-ft")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--eval_every with --sync=", settings.sync,
-        ": its ranks step unevenly, so they cannot evaluate together inside an epoch"));
+  if (settings.eval_every > 0 && settings.sync == "collab") {
+    return absl::InvalidArgumentError(
+        "--eval_every with --sync=collab: its ranks step unevenly, so they cannot evaluate "
+        "together inside an epoch");
   }
   const char* coordinator = std::getenv("HMC_COORDINATOR");
   if (coordinator == nullptr || *coordinator == '\0') {
@@ -235,9 +235,8 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
   EpochStats stats;
   const absl::Time start = absl::Now();
   absl::Duration evaluating;  // Inside the epoch (--eval_every): not training time.
-  const bool reporter = (elastic() ? comm_->rank() : rank_) == 0;
   std::optional<ProgressLine> progress;
-  if (settings_.progress && reporter) progress.emplace(stdout, settings_.progress_in_place);
+  if (settings_.progress && reports()) progress.emplace(stdout, settings_.progress_in_place);
   // This rank's share of the epoch, in local batches (collab: about that many).
   const int64_t batches = std::max<int64_t>(1, epoch_samples / (local_batch * world_));
   const uint64_t sent_before = traffic().bytes_sent;
@@ -266,28 +265,34 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     }
     return stepped;
   };
+  // After the run's step `done` (--eval_every); the epoch's last step is evaluated by the
+  // epoch's report.
+  auto evaluate_inside = [&](int64_t done, bool last_of_epoch) {
+    if (settings_.eval_every <= 0 || done % settings_.eval_every != 0 || last_of_epoch) return;
+    const absl::Time paused = absl::Now();
+    if (progress.has_value()) progress->Clear();
+    ReportEvaluation(done, static_cast<double>(done * local_batch * world_),
+                     train_seconds_ + absl::ToDoubleSeconds(paused - start - evaluating),
+                     EvaluateModel(evaluate));
+    evaluating += absl::Now() - paused;
+  };
   if (elastic()) {
     // The group's step count ends the epoch: every rank, a joiner too, sees the same one. Each
-    // step's batch is the members' slots of it, by their rank in the current epoch.
+    // step's batch is the members' slots of it, by their rank in the current epoch. Every member
+    // evaluates at the same step (each the whole test set), so none waits in its next round for
+    // the one that reports.
     const int64_t steps = epoch_samples / (local_batch * world_);
     const int64_t end = (epoch + 1) * steps;
     for (int64_t tries = 0; ddp_->step() < end && tries < 4 * steps + 100; ++tries) {
-      train(ddp_->step() * comm_->size() + comm_->rank());
+      if (train(ddp_->step() * comm_->size() + comm_->rank())) {
+        evaluate_inside(ddp_->step(), ddp_->step() == end);
+      }
     }
   } else if (collab_ == nullptr) {
     const int64_t steps = epoch_samples / (local_batch * world_);
     for (int64_t step = 0; step < steps; ++step) {
       train(step * world_ + rank_);
-      // The run's step count; the epoch's last step is evaluated by the epoch's report.
-      const int64_t done = epoch * steps + step + 1;
-      if (settings_.eval_every <= 0 || done % settings_.eval_every != 0 || step + 1 == steps)
-        continue;
-      const absl::Time paused = absl::Now();
-      if (progress.has_value()) progress->Clear();
-      ReportEvaluation(done, static_cast<double>(done * local_batch * world_),
-                       train_seconds_ + absl::ToDoubleSeconds(paused - start - evaluating),
-                       EvaluateModel(evaluate));
-      evaluating += absl::Now() - paused;
+      evaluate_inside(epoch * steps + step + 1, step + 1 == steps);
     }
   } else {
     // The group's step count ends the epoch; every rank sees the same one.
@@ -314,7 +319,7 @@ TrainingRun::Metrics TrainingRun::EvaluateModel(const std::function<Metrics()>& 
 
 void TrainingRun::ReportEvaluation(int64_t step, double samples, double train_seconds,
                                    const Metrics& fields) {
-  if (rank_ != 0) return;
+  if (!reports()) return;
   std::string line = absl::StrFormat("step %lld: %.0f samples, %.1f s of training",
                                      static_cast<long long>(step), samples, train_seconds);
   std::string json = absl::StrFormat(
@@ -385,10 +390,8 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
         comm_->epoch(), comm_->size(), skipped_, ddp_->step(), hash);
     group_samples_ = 0;
     skipped_ = 0;
-    if (comm_->rank() != 0) return;
-  } else if (rank_ != 0) {
-    return;
   }
+  if (!reports()) return;
   const double seconds = stats.seconds;
   std::vector<std::pair<std::string, double>> all_fields = {{"loss", group[4] / group[0]}};
   all_fields.insert(all_fields.end(), fields.begin(), fields.end());

@@ -61,8 +61,9 @@ class TrainingRun {
     bool progress_in_place = false;
     // Evaluate also every this many steps inside an epoch (0: only at its end), for the time a
     // mode takes to reach an accuracy: rank 0 prints each result and appends it to the JSON
-    // lines as {"eval_step": ...}. Steps are the optimizer's (ddp, reducer) or each rank's local
-    // ones (diloco, local); collab and ddp-ft, whose ranks step unevenly, refuse it.
+    // lines as {"eval_step": ...}. Steps are the optimizer's (ddp, reducer), the group's
+    // committed ones (ddp-ft) or each rank's local ones (diloco, local); collab, whose ranks step
+    // unevenly, refuses it.
     int64_t eval_every = 0;
   };
 
@@ -78,6 +79,8 @@ class TrainingRun {
   // nothing outside the averaging is collective: SumOverRanks returns this rank's values, each
   // rank evaluates the whole test set itself, and the reports are rank 0's.
   bool elastic() const { return comm_ != nullptr && settings_.sync == "ddp-ft"; }
+  // Whether this rank prints the reports: rank 0, of the current epoch where elastic.
+  bool reports() const { return (elastic() ? comm_->rank() : rank_) == 0; }
   const std::string& sync() const { return settings_.sync; }
 
   // Makes every replica start equal and sets up averaging; call once with the model built.

@@ -18,8 +18,7 @@ one per continent) and takes it down.
 
 --time_to ACC reports instead how many seconds of training (evaluations excluded) each mode
 takes to reach test accuracy ACC, from evaluations every --eval_every steps on the whole test
-set over --epochs epochs (collab and ddp-ft, whose ranks step unevenly, at the end of each
-epoch only); --plot FILE draws every run's accuracy against those seconds.
+set over --epochs epochs (collab, whose ranks step unevenly, at the end of each epoch only); --plot FILE draws every run's accuracy against those seconds.
   perf/training/train_bench.py loopback --peers 4 --sync ddp,diloco,local --samples 60000 \\
       --epochs 2 --time_to 0.88 --eval_every 50 --plot time_to_acc.png
 """
@@ -62,7 +61,7 @@ def run_once(where, peers, config, args, workdir):
                f"--max_train_samples={args.samples}", f"--epochs={args.epochs}",
                f"--max_test_samples={0 if args.time_to else 500}",
                f"--sync={sync}", f"--batch={args.batch}", f"--target_batch={args.target_batch}"]
-    if args.time_to and sync not in ("collab", "ddp-ft"):  # These evaluate at epoch ends only.
+    if args.time_to and sync != "collab":  # It evaluates at epoch ends only.
         program.append(f"--eval_every={args.eval_every}")
     program += [f"--{flag}" for flag in flags]
     if sync == "collab" and args.delay_updates:

@@ -168,19 +168,18 @@ TEST(TrainCv, DiLoCoLearnsAndSendsAFractionOfDdpsBytes) {
 }
 
 // --eval_every evaluates the group's model inside the epoch. The reference is a run whose epoch
-// ends at that step: the same batches in the same order (DiLoCo syncs every 5 steps, so the outer
-// parameters are the model at step 10), hence the same test loss and accuracy.
-TEST(TrainCv, EvaluatesInsideTheEpochWhatTheModelIsAtThatStep) {
-  const std::vector<std::string> group = {HMC_HMCRUN_PATH,
-                                          "-np",
-                                          "2",
-                                          HMC_TRAIN_CV_PATH,
-                                          "--sync=diloco",
-                                          "--inner_steps=5",
-                                          "--threads=1",
-                                          "--max_test_samples=1000"};
-  const std::string reference_json = TempPath("eval-reference.jsonl");
-  const std::string json = TempPath("eval-every.jsonl");
+// ends at that step: the same batches in the same order, hence the same test loss and accuracy.
+// DiLoCo syncs every 5 steps, so the outer parameters are the model at step 10; fault-tolerant
+// ddp counts the group's committed steps, and every member evaluates at the same one.
+class EvaluatesInsideTheEpoch : public testing::TestWithParam<std::vector<std::string>> {};
+
+TEST_P(EvaluatesInsideTheEpoch, WhatTheModelIsAtThatStep) {
+  const std::vector<std::string> group = Cat(
+      {HMC_HMCRUN_PATH, "-np", "2", HMC_TRAIN_CV_PATH, "--threads=1", "--max_test_samples=1000"},
+      GetParam());
+  const std::string name = GetParam().front().substr(7);  // After "--sync=".
+  const std::string reference_json = TempPath("eval-reference-" + name + ".jsonl");
+  const std::string json = TempPath("eval-every-" + name + ".jsonl");
   std::remove(reference_json.c_str());
   std::remove(json.c_str());
   Outcome reference = RunCommand(
@@ -207,8 +206,19 @@ TEST(TrainCv, EvaluatesInsideTheEpochWhatTheModelIsAtThatStep) {
       << lines[1] << "\n"
       << at_step_10;
   EXPECT_EQ(Field(lines[1], "test_accuracy"), Field(at_step_10, "test_accuracy"));
+}
 
-  // The collaborative optimizer's ranks step unevenly: they cannot evaluate together mid-epoch.
+INSTANTIATE_TEST_SUITE_P(Sync, EvaluatesInsideTheEpoch,
+                         testing::Values(std::vector<std::string>{"--sync=diloco",
+                                                                  "--inner_steps=5"},
+                                         std::vector<std::string>{"--sync=ddp-ft"}),
+                         [](const testing::TestParamInfo<std::vector<std::string>>& info) {
+                           return info.param.front() == "--sync=diloco" ? std::string("diloco")
+                                                                        : std::string("ddp_ft");
+                         });
+
+// The collaborative optimizer's ranks step unevenly: they cannot evaluate together mid-epoch.
+TEST(TrainCv, CollabRefusesToEvaluateInsideTheEpoch) {
   Outcome refused = RunCommand({HMC_TRAIN_CV_PATH, "--sync=collab", "--eval_every=5"});
   EXPECT_NE(refused.code, 0);
   EXPECT_THAT(refused.output, HasSubstr("--eval_every with --sync=collab"));
