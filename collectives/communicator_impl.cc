@@ -558,9 +558,10 @@ std::shared_ptr<Work> CommunicatorImpl::LaunchAllReduce(std::shared_ptr<const Gr
     if (made.ok()) *codec = *made;
   }
   CallDescriptor d = AllReduceDescriptor(in, op, algorithm, plan, round);
-  // An algorithm's early data (the one-shot's vector, the ring's first step) leaves with the
-  // argument check's descriptors. A part of an averaging attempt too: its weighted copy (zeros
-  // where the round is stale) was fixed when the round began, so no verdict can change it.
+  // An algorithm's early data (the one-shot's vector, the ring's first step, halving-doubling's
+  // first message) leaves with the argument check's descriptors. A part of an averaging attempt's
+  // too: its weighted copy (zeros where the round is stale) is made when the part is added and
+  // stays until the attempt ends, so no verdict can change it.
   auto early = std::make_shared<EarlyData>();
   EarlySend send_early;
   if (algorithm != nullptr && algorithm->early != nullptr && check.ok() && step.trial < 0 &&

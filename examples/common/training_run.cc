@@ -278,13 +278,14 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
   };
   if (elastic()) {
     // The group's step count ends the epoch: every rank, a joiner too, sees the same one. Each
-    // step's batch is the members' slots of it, by their rank in the current epoch. Every member
-    // evaluates at the same step (each the whole test set), so none waits in its next round for
-    // the one that reports.
+    // step's batch is the members' slots of it, by their rank in the current epoch. Inside the
+    // epoch only the member that reports evaluates (the whole test set; nothing collective): the
+    // others wait for it in their next round. Had every member evaluated, the reporter would
+    // count the wait for the slowest one's evaluation as training.
     const int64_t steps = epoch_samples / (local_batch * world_);
     const int64_t end = (epoch + 1) * steps;
     for (int64_t tries = 0; ddp_->step() < end && tries < 4 * steps + 100; ++tries) {
-      if (train(ddp_->step() * comm_->size() + comm_->rank())) {
+      if (train(ddp_->step() * comm_->size() + comm_->rank()) && reports()) {
         evaluate_inside(ddp_->step(), ddp_->step() == end);
       }
     }
