@@ -23,6 +23,7 @@ set over --epochs epochs (collab, whose ranks step unevenly, at the end of each 
       --epochs 2 --time_to 0.88 --eval_every 50 --plot time_to_acc.png
 """
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -160,6 +161,10 @@ def main():
     parser.add_argument("--eval_every", type=int, default=50, help="--time_to: steps between evaluations")
     parser.add_argument("--plot", default="", help="--time_to: draw the accuracy curves here (PNG)")
     args = parser.parse_args()
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        # Before the runs, which a failed plot at the end would throw away.
+        raise SystemExit(f"--plot needs matplotlib, which {sys.executable} lacks: Debian's "
+                         "python3-matplotlib (scripts/setup.sh) is /usr/bin/python3's")
     peers = [int(p) for p in args.peers.split(",")]
     syncs = args.sync.split(",")
     configs = [(p, s) for p in peers for s in syncs
