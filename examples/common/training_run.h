@@ -77,7 +77,8 @@ class TrainingRun {
   // The epoch loop then follows the group's step count, a rank that joins downloads the
   // parameters, optimizer state and step count and takes up the epoch the group is in, and
   // nothing outside the averaging is collective: SumOverRanks returns this rank's values, each
-  // rank evaluates the whole test set itself, and the reports are rank 0's.
+  // rank evaluates the whole test set itself (inside an epoch, --eval_every, only the one that
+  // reports), and the reports are rank 0's.
   bool elastic() const { return comm_ != nullptr && settings_.sync == "ddp-ft"; }
   // Whether this rank prints the reports: rank 0, of the current epoch where elastic.
   bool reports() const { return (elastic() ? comm_->rank() : rank_) == 0; }

@@ -83,7 +83,9 @@ double HeldOutLoss(CharTransformer& model, const torch::Tensor& held_out, int co
   torch::NoGradGuard no_grad;
   double loss = 0, characters = 0;
   const int64_t stride = (held_out.size(0) - context - 1) / windows;
-  for (int w = run.rank(); w < windows; w += run.world()) {
+  // Elastic: every rank all of them (no collective while members come and go).
+  const int shard = run.elastic() ? 0 : run.rank(), shards = run.elastic() ? 1 : run.world();
+  for (int w = shard; w < windows; w += shards) {
     torch::Tensor starts = torch::full({1}, w * stride, torch::kLong);
     loss +=
         NextCharacterLoss(model, Windows(held_out, starts, context),
