@@ -107,6 +107,15 @@ class TrainingRun {
   int64_t LocalBatch(int64_t global_batch) const;
   // Sum over ranks of `values` (exact, f64); a copy when alone or elastic.
   std::vector<double> SumOverRanks(std::vector<double> values);
+  // How an evaluation splits its data before SumOverRanks: this rank takes part `shard` of
+  // `shards`. Elastic: every rank all of it, since nothing is summed.
+  struct EvaluationShare {
+    int shard;
+    int shards;
+  };
+  EvaluationShare evaluation_share() const {
+    return elastic() ? EvaluationShare{0, 1} : EvaluationShare{rank_, world_};
+  }
 
  private:
   struct EpochStats {

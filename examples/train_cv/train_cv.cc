@@ -89,8 +89,7 @@ std::pair<double, double> Evaluate(ResNet& model, const ImageSet& test, Training
   model->eval();
   double correct = 0, loss = 0, count = 0;
   const int64_t n = test.images.size(0);
-  // Elastic: every rank the whole set (no collective while members come and go).
-  const int shard = run.elastic() ? 0 : run.rank(), shards = run.elastic() ? 1 : run.world();
+  const auto [shard, shards] = run.evaluation_share();
   for (int64_t begin = shard * 500; begin < n; begin += shards * 500) {
     const int64_t len = std::min<int64_t>(500, n - begin);
     torch::Tensor logits = model->forward(test.images.narrow(0, begin, len));

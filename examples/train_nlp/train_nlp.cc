@@ -83,8 +83,7 @@ double HeldOutLoss(CharTransformer& model, const torch::Tensor& held_out, int co
   torch::NoGradGuard no_grad;
   double loss = 0, characters = 0;
   const int64_t stride = (held_out.size(0) - context - 1) / windows;
-  // Elastic: every rank all of them (no collective while members come and go).
-  const int shard = run.elastic() ? 0 : run.rank(), shards = run.elastic() ? 1 : run.world();
+  const auto [shard, shards] = run.evaluation_share();
   for (int w = shard; w < windows; w += shards) {
     torch::Tensor starts = torch::full({1}, w * stride, torch::kLong);
     loss +=
