@@ -266,9 +266,10 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     return stepped;
   };
   // After the run's step `done` (--eval_every); the epoch's last step is evaluated by the
-  // epoch's report.
+  // epoch's report. Elastic: only the member that reports evaluates (below).
   auto evaluate_inside = [&](int64_t done, bool last_of_epoch) {
     if (settings_.eval_every <= 0 || done % settings_.eval_every != 0 || last_of_epoch) return;
+    if (elastic() && !reports()) return;
     const absl::Time paused = absl::Now();
     if (progress.has_value()) progress->Clear();
     ReportEvaluation(done, static_cast<double>(done * local_batch * world_),
@@ -285,7 +286,7 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
     const int64_t steps = epoch_samples / (local_batch * world_);
     const int64_t end = (epoch + 1) * steps;
     for (int64_t tries = 0; ddp_->step() < end && tries < 4 * steps + 100; ++tries) {
-      if (train(ddp_->step() * comm_->size() + comm_->rank()) && reports()) {
+      if (train(ddp_->step() * comm_->size() + comm_->rank())) {
         evaluate_inside(ddp_->step(), ddp_->step() == end);
       }
     }
