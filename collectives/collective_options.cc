@@ -46,6 +46,11 @@ const OptionSpec<CollectiveOptions> kCollectiveOptions[] = {
     {"workers", &CollectiveOptions::workers,
      "Threads that run collectives; several may be in flight. A caller that waits for a "
      "collective no worker has started runs it itself."},
+    {"waiter_grace", &CollectiveOptions::waiter_grace,
+     "How long a collective waits for its caller before a worker runs it (e.g. 1ms): a caller "
+     "that waits within it runs the collective on its own thread, with no thread hand-off; one "
+     "that goes on without waiting has it started by a worker at the end of the grace, or when "
+     "it makes its next call. 0: a worker takes every collective at once."},
     {"bind", &CollectiveOptions::bind,
      "Bind this rank to its share of the machine (hwloc: with local_size ranks on a machine, each "
      "gets its part, spread over packages and NUMA nodes) and its transports' progress threads to "
@@ -79,6 +84,9 @@ absl::Status CollectiveOptions::Validate() const {
   }
   if (workers < 1 || workers > 64) {
     return absl::InvalidArgumentError(absl::StrFormat("workers=%d: must be 1..64", workers));
+  }
+  if (waiter_grace < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("waiter_grace must not be negative");
   }
   if (small_message_bytes < 0) {
     return absl::InvalidArgumentError("small_message_bytes must not be negative");

@@ -27,7 +27,9 @@ struct CollectiveOptions {
   int64_t small_message_bytes = 256 << 10;
   int64_t chunk_bytes = 2 << 20;  // Pipeline segment.
   bool check_args = true;
-  int64_t workers = 2;     // Threads that run collectives (several may be in flight).
+  int64_t workers = 2;  // Threads that run collectives (several may be in flight).
+  // How long a collective is left for the thread that will wait for it before a worker runs it.
+  absl::Duration waiter_grace = absl::Milliseconds(1);
   bool bind = true;        // Pin hmc's threads near the NIC, local ranks spread (core/placement.h).
   int64_t local_rank = 0;  // Among the ranks on this machine (hmcrun sets both).
   int64_t local_size = 1;

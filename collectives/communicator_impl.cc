@@ -34,7 +34,7 @@ CommunicatorImpl::CommunicatorImpl(int id, std::vector<std::shared_ptr<Channel>>
                                    const PeerTable& table, const Options& options,
                                    LinkProbeRecord probe)
     : id_(id), options_(options) {
-  pool_ = std::make_shared<WorkerPool>(static_cast<int>(options.workers));
+  pool_ = std::make_shared<WorkerPool>(static_cast<int>(options.workers), options.waiter_grace);
   callbacks_ = std::make_shared<WorkerPool>(1);
   MutexLock lock(&mu_);
   world_channels_ = std::move(channels);
@@ -465,7 +465,8 @@ std::shared_ptr<Work> CommunicatorImpl::Launch(std::shared_ptr<const Group> g,
         if (!status.ok() && (ran || !verdict)) status = AfterFailure(*g, status);
         ctx.Drain();
         work->Complete(status, report);
-      });
+      },
+      WorkerPool::Start::kForAWaiter);
   work->RunOnWait([pool = std::weak_ptr<WorkerPool>(pool_), ticket] {
     if (std::shared_ptr<WorkerPool> alive = pool.lock()) alive->RunHereIfQueued(ticket);
   });

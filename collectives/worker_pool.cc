@@ -6,7 +6,7 @@
 
 namespace hmc {
 
-WorkerPool::WorkerPool(int threads) {
+WorkerPool::WorkerPool(int threads, absl::Duration waiter_grace) : waiter_grace_(waiter_grace) {
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Run(); });
 }
 
@@ -23,10 +23,18 @@ void WorkerPool::Stop() {
   mu_.Await(absl::Condition(&idle));
 }
 
-WorkerPool::Ticket WorkerPool::Submit(std::function<void()> task) {
+WorkerPool::Ticket WorkerPool::Submit(std::function<void()> task, Start start) {
   MutexLock lock(&mu_);
   const Ticket ticket = next_ticket_++;
-  tasks_.emplace_back(ticket, std::move(task));
+  const absl::Time now = absl::Now();
+  if (start == Start::kNow || waiter_grace_ <= absl::ZeroDuration()) {
+    ready_.push_back(Task{ticket, std::move(task), now});
+    return ticket;
+  }
+  // The task held before this one: its submitter went on without waiting for it.
+  if (held_.has_value()) ready_.push_back(*std::move(held_));
+  held_ = Task{ticket, std::move(task), now + waiter_grace_};
+  last_held_ = now;
   return ticket;
 }
 
@@ -36,11 +44,16 @@ bool WorkerPool::RunHereIfQueued(Ticket ticket) {
     MutexLock lock(&mu_);
     // Once stopping, the workers drain the queue: what the destructor waits for.
     if (stopping_) return false;
-    auto it = std::find_if(tasks_.begin(), tasks_.end(),
-                           [ticket](const auto& queued) { return queued.first == ticket; });
-    if (it == tasks_.end()) return false;
-    task = std::move(it->second);
-    tasks_.erase(it);
+    if (held_.has_value() && held_->ticket == ticket) {
+      task = std::move(held_->run);
+      held_.reset();
+    } else {
+      auto it = std::find_if(ready_.begin(), ready_.end(),
+                             [ticket](const Task& queued) { return queued.ticket == ticket; });
+      if (it == ready_.end()) return false;
+      task = std::move(it->run);
+      ready_.erase(it);
+    }
     ++running_here_;
   }
   task();
@@ -49,18 +62,49 @@ bool WorkerPool::RunHereIfQueued(Ticket ticket) {
   return true;
 }
 
+void WorkerPool::ReleaseDue(absl::Time now) {
+  if (held_.has_value() && (stopping_ || held_->due <= now)) {
+    ready_.push_back(*std::move(held_));
+    held_.reset();
+  }
+}
+
+bool WorkerPool::NextTask(std::function<void()>* task) {
+  for (;;) {
+    const absl::Time now = absl::Now();
+    ReleaseDue(now);
+    if (!ready_.empty()) {
+      *task = std::move(ready_.front().run);
+      ready_.pop_front();
+      return true;
+    }
+    if (stopping_) return false;  // ReleaseDue made the held task ready.
+    const bool keep_time = held_.has_value() || now - last_held_ < kKeepTimeGraces * waiter_grace_;
+    if (keep_time && !timekeeper_) {
+      // Until the held task is due, or one grace: a task held meanwhile is due no sooner.
+      timekeeper_ = true;
+      const absl::Time until = held_.has_value() ? held_->due : now + waiter_grace_;
+      auto woken = [this]()
+                       ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || !ready_.empty(); };
+      mu_.AwaitWithDeadline(absl::Condition(&woken), until);
+      timekeeper_ = false;
+      continue;
+    }
+    // A held task with no worker keeping time wakes one to keep it.
+    auto wanted = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+      return stopping_ || !ready_.empty() || (!timekeeper_ && held_.has_value());
+    };
+    mu_.Await(absl::Condition(&wanted));
+  }
+}
+
 void WorkerPool::Run() {
   BindThisThread(ThreadRole::kWorker);
   for (;;) {
     std::function<void()> task;
     {
       MutexLock lock(&mu_);
-      auto ready = [this]()
-                       ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || !tasks_.empty(); };
-      mu_.Await(absl::Condition(&ready));
-      if (tasks_.empty()) return;
-      task = std::move(tasks_.front().second);
-      tasks_.pop_front();
+      if (!NextTask(&task)) return;
     }
     task();
   }

@@ -1,5 +1,6 @@
 #include "core/event_loop.h"
 
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -215,7 +216,7 @@ bool EventLoop::RunOnce(int timeout_ms,
 
 EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()> done) {
   if (!waiter_on_event_ || t_running == this) return Driven::kNotHere;
-  absl::Duration spin;
+  Spin spin;
   {
     MutexLock lock(&mu_);
     spin = waiter_spin_;
@@ -255,20 +256,21 @@ EventLoop::Driven EventLoop::Drive(absl::Time deadline, absl::FunctionRef<bool()
   return result;
 }
 
-void EventLoop::SetWaiterSpin(absl::Duration spin) {
+void EventLoop::SetWaiterSpin(Spin spin) {
   MutexLock lock(&mu_);
   waiter_spin_ = spin;
 }
 
-bool EventLoop::WaitForReady(absl::Time until, absl::Duration spin) {
+bool EventLoop::WaitForReady(absl::Time until, Spin spin) {
   // Without the turn, so that callers and posted work go on meanwhile; what it finds says only
   // that something is ready.
   epoll_event ready;
   int n = 0;
-  if (spin > absl::ZeroDuration()) {
-    const absl::Time spin_until = std::min(until, absl::Now() + spin);
+  if (spin.time > absl::ZeroDuration()) {
+    const absl::Time spin_until = std::min(until, absl::Now() + spin.time);
     do {
       n = epoll_wait(epoll_.get(), &ready, 1, 0);
+      if (n == 0 && spin.yield) sched_yield();
     } while (n == 0 && absl::Now() < spin_until);
   }
   if (n == 0) n = epoll_wait(epoll_.get(), &ready, 1, PollTimeoutMs(until));

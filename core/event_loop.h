@@ -72,10 +72,16 @@ class EventLoop {
   // waiter left. Once, before the loop's thread starts.
   void LetWaitersPoll(std::function<void(epoll_data_t data, uint32_t events)> on_event,
                       std::function<void()> after, absl::Duration hold = kWaiterHold);
-  // How long a polling waiter keeps asking epoll, without sleeping, before it sleeps in it: what
-  // arrives meanwhile costs no wake-up of this thread. Only where the thread has a core to itself:
-  // on a shared one it takes the time of the thread it waits for. Zero (the default): none.
-  void SetWaiterSpin(absl::Duration spin);
+  // How a polling waiter keeps asking epoll, without sleeping, before it sleeps in it: what
+  // arrives meanwhile costs no wake-up of this thread.
+  struct Spin {
+    absl::Duration time;  // Zero (the default): none.
+    // Gives the CPU away (sched_yield) after each empty poll: where threads outnumber the cores,
+    // the thread it waits for may need this one's core, and a yield hands it over for less than
+    // a sleep and a wake-up do.
+    bool yield = false;
+  };
+  void SetWaiterSpin(Spin spin);
   // Waits until `done()` or the deadline, polling the loop's sockets on this thread where no other
   // thread does (see the class comment). `done` is checked after each batch of events and after
   // whatever work another thread runs for the loop meanwhile, which wakes this thread.
@@ -111,8 +117,8 @@ class EventLoop {
   void StopPolling() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After work that may have completed what a polling waiter waits for: wakes it to look.
   void WakePollingWaiter();
-  // A polling waiter's wait for something ready, spinning up to `spin` first; false on an error.
-  bool WaitForReady(absl::Time until, absl::Duration spin);
+  // A polling waiter's wait for something ready, spinning first; false on an error.
+  bool WaitForReady(absl::Time until, Spin spin);
   // A polling waiter's batch: takes the turn, then the events (under the turn, so that no other
   // work of the loop can retire what an event points at in between), and handles them. False once
   // the loop stops.
@@ -135,7 +141,7 @@ class EventLoop {
   bool waiter_polling_ ABSL_GUARDED_BY(mu_) = false;  // A waiter in Drive.
   absl::Time waiter_left_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // The last one.
   absl::Duration waiter_hold_ ABSL_GUARDED_BY(mu_) = kWaiterHold;
-  absl::Duration waiter_spin_ ABSL_GUARDED_BY(mu_);
+  Spin waiter_spin_ ABSL_GUARDED_BY(mu_);
   int64_t unpolled_requests_ ABSL_GUARDED_BY(mu_) = 0;
   bool passed_over_ ABSL_GUARDED_BY(mu_) = false;  // A waiter found another polling.
   bool recall_ ABSL_GUARDED_BY(mu_) = false;       // The loop's thread is wanted back now.

@@ -120,7 +120,7 @@ TEST(EventLoop, AWaiterThatPollsHandlesTheEventItWaitsFor) {
 // not at the spin's end.
 TEST(EventLoop, ASpinningWaiterHandlesWhatArrivesAndStopsAtItsDeadline) {
   WatchedPair watched;
-  watched.loop->SetWaiterSpin(absl::Hours(1));
+  watched.loop->SetWaiterSpin({.time = absl::Hours(1)});
   std::thread sender([&] {
     absl::SleepFor(absl::Milliseconds(20));
     watched.pair.Send();

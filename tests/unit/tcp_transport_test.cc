@@ -478,21 +478,29 @@ TEST(TcpTransport, RejectsBadHandshakesAndKeepsServing) {
             "");
 }
 
-// A polling waiter spins only where every rank on the host may keep a CPU busy, counting the
-// launcher's ranks or the local peers, whichever are more; a spin that is set is kept.
-TEST(TcpTransport, WaitersSpinOnlyWhereTheHostsRanksHaveACpuEach) {
+// A polling waiter spins without giving its core away where every rank on the host may keep a CPU
+// busy, counting the launcher's ranks or the local peers, whichever are more, and yields it after
+// each empty poll where they are more; a spin length that is set is kept.
+TEST(TcpTransport, WaitersYieldTheirCoreOnlyWhereTheHostsRanksOutnumberItsCpus) {
+  auto spins_alone = [](const EventLoop::Spin& spin) {
+    return spin.time > absl::ZeroDuration() && !spin.yield;
+  };
+  auto spins_yielding = [](const EventLoop::Spin& spin) {
+    return spin.time > absl::ZeroDuration() && spin.yield;
+  };
   TcpTransportConfig config;
-  EXPECT_GT(WaiterSpinFor(config, 0, 1), absl::ZeroDuration());
-  EXPECT_GT(WaiterSpinFor(config, 1, 2), absl::ZeroDuration());
-  EXPECT_GT(WaiterSpinFor(config, 7, 64), absl::ZeroDuration());
-  EXPECT_EQ(WaiterSpinFor(config, 2, 2), absl::ZeroDuration());
+  EXPECT_TRUE(spins_alone(WaiterSpinFor(config, 0, 1)));
+  EXPECT_TRUE(spins_alone(WaiterSpinFor(config, 1, 2)));
+  EXPECT_TRUE(spins_alone(WaiterSpinFor(config, 7, 64)));
+  EXPECT_TRUE(spins_yielding(WaiterSpinFor(config, 2, 2)));
   config.ranks_on_host = 4;  // hmcrun's local_size: ranks in other namespaces of the host.
-  EXPECT_EQ(WaiterSpinFor(config, 0, 2), absl::ZeroDuration());
-  EXPECT_GT(WaiterSpinFor(config, 0, 4), absl::ZeroDuration());
+  EXPECT_TRUE(spins_yielding(WaiterSpinFor(config, 0, 2)));
+  EXPECT_TRUE(spins_alone(WaiterSpinFor(config, 0, 4)));
   config.waiter_spin_us = 7;
-  EXPECT_EQ(WaiterSpinFor(config, 0, 2), absl::Microseconds(7));
+  EXPECT_EQ(WaiterSpinFor(config, 0, 2).time, absl::Microseconds(7));
+  EXPECT_TRUE(WaiterSpinFor(config, 0, 2).yield);
   config.waiter_spin_us = 0;
-  EXPECT_EQ(WaiterSpinFor(config, 0, 64), absl::ZeroDuration());
+  EXPECT_EQ(WaiterSpinFor(config, 0, 64).time, absl::ZeroDuration());
 }
 
 }  // namespace

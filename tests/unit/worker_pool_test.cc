@@ -1,5 +1,6 @@
 // The collectives' worker pool and the works it completes: a waiter runs its own collective where
-// no worker has started it, never one a worker took, and the pool ends only after such runs.
+// no worker has started it, never one a worker took, and the pool ends only after such runs; a
+// task held for its waiter is left to it, and started by a worker where nobody waits.
 #include "collectives/worker_pool.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +68,73 @@ TEST(WorkerPool, StopWaitsForARunOnAWaitersThreadAndRefusesLaterOnes) {
   EXPECT_TRUE(late_ran.load());
   EXPECT_FALSE(pool->RunHereIfQueued(late));  // Refused once stopped: it ran already.
   waiter.join();
+}
+
+// A task held for its waiter is left to the waiter while workers idle; without a grace a worker
+// takes it.
+TEST(WorkerPool, AHeldTaskIsLeftToItsWaiterWhileWorkersIdle) {
+  WorkerPool held(2, absl::Hours(1));
+  std::thread::id ran_on;
+  const WorkerPool::Ticket ticket =
+      held.Submit([&] { ran_on = std::this_thread::get_id(); }, WorkerPool::Start::kForAWaiter);
+  absl::SleepFor(absl::Milliseconds(50));  // Time enough for an idle worker to take it.
+  EXPECT_TRUE(held.RunHereIfQueued(ticket));
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+
+  WorkerPool at_once(2);
+  absl::Notification ran;
+  const WorkerPool::Ticket taken = at_once.Submit(
+      [&] {
+        ran_on = std::this_thread::get_id();
+        ran.Notify();
+      },
+      WorkerPool::Start::kForAWaiter);
+  ASSERT_TRUE(ran.WaitForNotificationWithTimeout(kPatience));
+  EXPECT_FALSE(at_once.RunHereIfQueued(taken));
+  EXPECT_NE(ran_on, std::this_thread::get_id());
+}
+
+// Nobody waits: a worker starts the held task once its grace is over, also after the pool stopped
+// keeping time (a held task then wakes a worker to keep it), and a task held after it ends its
+// hold at once.
+TEST(WorkerPool, AHeldTaskNobodyWaitsForStartsOnAWorker) {
+  constexpr absl::Duration kGrace = absl::Milliseconds(2);
+  WorkerPool pool(2, kGrace);
+  for (int round = 0; round < 3; ++round) {
+    absl::Notification ran;
+    std::thread::id ran_on;
+    pool.Submit(
+        [&] {
+          ran_on = std::this_thread::get_id();
+          ran.Notify();
+        },
+        WorkerPool::Start::kForAWaiter);
+    ASSERT_TRUE(ran.WaitForNotificationWithTimeout(kPatience)) << "round " << round;
+    EXPECT_NE(ran_on, std::this_thread::get_id());
+    // Past the time kept after a held task: the next one finds no worker keeping time.
+    absl::SleepFor(kGrace * (WorkerPool::kKeepTimeGraces + 10));
+  }
+
+  WorkerPool long_grace(1, absl::Hours(1));
+  absl::Notification first_ran;
+  long_grace.Submit([&] { first_ran.Notify(); }, WorkerPool::Start::kForAWaiter);
+  std::thread::id second_ran_on;
+  const WorkerPool::Ticket second = long_grace.Submit(
+      [&] { second_ran_on = std::this_thread::get_id(); }, WorkerPool::Start::kForAWaiter);
+  EXPECT_TRUE(first_ran.WaitForNotificationWithTimeout(kPatience));
+  EXPECT_TRUE(long_grace.RunHereIfQueued(second));
+  EXPECT_EQ(second_ran_on, std::this_thread::get_id());
+}
+
+// Stop runs a held task at once, on a worker.
+TEST(WorkerPool, StopRunsAHeldTask) {
+  WorkerPool pool(1, absl::Hours(1));
+  std::atomic<bool> ran{false};
+  const WorkerPool::Ticket ticket =
+      pool.Submit([&] { ran = true; }, WorkerPool::Start::kForAWaiter);
+  pool.Stop();
+  EXPECT_TRUE(ran.load());
+  EXPECT_FALSE(pool.RunHereIfQueued(ticket));
 }
 
 TEST(Work, WaitRunsTheCollectiveOnTheWaitingThreadOnlyWithoutAnEarlierDeadline) {

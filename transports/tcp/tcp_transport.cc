@@ -653,10 +653,11 @@ absl::StatusOr<std::vector<std::shared_ptr<Channel>>> TcpTransport::ConnectAll(
   return std::vector<std::shared_ptr<Channel>>(channels.begin(), channels.end());
 }
 
-absl::Duration WaiterSpinFor(const TcpTransportConfig& config, int local_peers, int cpus) {
-  if (config.waiter_spin_us >= 0) return absl::Microseconds(config.waiter_spin_us);
-  return std::max(config.ranks_on_host, 1 + local_peers) <= cpus ? absl::Microseconds(50)
-                                                                 : absl::ZeroDuration();
+EventLoop::Spin WaiterSpinFor(const TcpTransportConfig& config, int local_peers, int cpus) {
+  const bool shared_cores = std::max(config.ranks_on_host, 1 + local_peers) > cpus;
+  absl::Duration time = absl::Microseconds(shared_cores ? 100 : 50);
+  if (config.waiter_spin_us >= 0) time = absl::Microseconds(config.waiter_spin_us);
+  return EventLoop::Spin{time, shared_cores};
 }
 
 void TcpTransport::Shutdown(absl::Time deadline) {
