@@ -467,9 +467,7 @@ std::shared_ptr<Work> CommunicatorImpl::Launch(std::shared_ptr<const Group> g,
         work->Complete(status, report);
       },
       WorkerPool::Start::kForAWaiter);
-  work->RunOnWait([pool = std::weak_ptr<WorkerPool>(pool_), ticket] {
-    if (std::shared_ptr<WorkerPool> alive = pool.lock()) alive->RunHereIfQueued(ticket);
-  });
+  work->QueuedAs(pool_, ticket);
   return work;
 }
 

@@ -268,7 +268,7 @@ class CommunicatorImpl {
   std::unique_ptr<CoordinatorClient> coordinator_;
   std::unique_ptr<Transport> transport_;
   ScratchPool scratch_;
-  std::shared_ptr<WorkerPool> pool_;  // Shared with the works' RunOnWait.
+  std::shared_ptr<WorkerPool> pool_;  // Shared with the works (Work::QueuedAs).
   // Where the OnDone callbacks of point-to-point calls (and so libtorch continuations) run: they
   // may block without stalling the transport's progress thread, which completes those calls.
   // Shared with the completion handlers, which can outlive this communicator.

@@ -3,19 +3,21 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
-#include "collectives/worker_pool.h"
 
 namespace hmc {
 
 absl::Status Work::Wait(absl::Time deadline) {
   const bool own_limit = deadline >= limit_;
   if (own_limit) {
-    std::function<void()> run_here;
+    std::shared_ptr<WorkerPool> pool;
+    WorkerPool::Ticket ticket;
     {
       MutexLock lock(&mu_);
-      run_here.swap(run_here_);
+      pool = pool_.lock();
+      pool_.reset();
+      ticket = ticket_;
     }
-    if (run_here) run_here();
+    if (pool != nullptr) pool->RunHereIfQueued(ticket);
   }
   absl::Status s = completion_.Wait(std::min(deadline, limit_));
   if (!absl::IsDeadlineExceeded(s) || completion_.done()) return s;
@@ -36,9 +38,21 @@ absl::Status Work::Wait(absl::Time deadline) {
       absl::StrFormat("still running at its deadline (%s), and more", absl::FormatTime(limit_)));
 }
 
-void Work::RunOnWait(std::function<void()> run_here) {
+void Work::QueuedAs(std::weak_ptr<WorkerPool> pool, WorkerPool::Ticket ticket) {
   MutexLock lock(&mu_);
-  run_here_ = std::move(run_here);
+  pool_ = std::move(pool);
+  ticket_ = ticket;
+}
+
+void Work::StartWithoutWaiter() {
+  std::shared_ptr<WorkerPool> pool;
+  WorkerPool::Ticket ticket;
+  {
+    MutexLock lock(&mu_);
+    pool = pool_.lock();
+    ticket = ticket_;
+  }
+  if (pool != nullptr) pool->StartNow(ticket);
 }
 
 bool Work::done() const { return completion_.done(); }

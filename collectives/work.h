@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "collectives/worker_pool.h"
 #include "core/mutex.h"
 #include "transports/request.h"
 
@@ -36,8 +38,6 @@ struct CollectiveReport {
 };
 
 // An asynchronous collective. The communicator completes it once; any thread may wait.
-class WorkerPool;
-
 class Work {
  public:
   // `limit`: what Wait() without a deadline waits for at most, past the call's own deadline;
@@ -58,9 +58,13 @@ class Work {
   // them. What libtorch's futures and the DDP helper build on.
   void OnDone(std::function<void(const absl::Status&)> callback);
 
-  // What Wait() without an earlier deadline tries first: `run_here` runs the collective on the
+  // The collective's task in `pool`. Wait() without an earlier deadline first runs it on the
   // waiting thread where no worker has started it (WorkerPool::RunHereIfQueued).
-  void RunOnWait(std::function<void()> run_here);
+  void QueuedAs(std::weak_ptr<WorkerPool> pool, WorkerPool::Ticket ticket);
+  // Nobody will wait for this work on a thread that could run it: its end is watched through
+  // OnDone (a libtorch future, whose waiters hmc cannot reach). A collective held for its waiter
+  // (WorkerPool::Start::kForAWaiter) starts on a worker now, not at the end of its grace.
+  void StartWithoutWaiter();
 
   // Callbacks run on `callbacks` when given (so that what completes the work, a transport's
   // progress thread, never runs user code), else on this thread.
@@ -70,7 +74,8 @@ class Work {
   Request completion_;  // The outcome; the report is set just before it completes.
   const absl::Time limit_;
   std::function<void()> on_expiry_ ABSL_GUARDED_BY(mu_);
-  std::function<void()> run_here_ ABSL_GUARDED_BY(mu_);
+  std::weak_ptr<WorkerPool> pool_ ABSL_GUARDED_BY(mu_);  // Reset once Wait tried to run it.
+  WorkerPool::Ticket ticket_ ABSL_GUARDED_BY(mu_) = 0;
   mutable Mutex mu_;
   CollectiveReport report_ ABSL_GUARDED_BY(mu_);
   bool completed_ ABSL_GUARDED_BY(mu_) = false;

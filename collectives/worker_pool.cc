@@ -62,6 +62,14 @@ bool WorkerPool::RunHereIfQueued(Ticket ticket) {
   return true;
 }
 
+void WorkerPool::StartNow(Ticket ticket) {
+  MutexLock lock(&mu_);
+  if (held_.has_value() && held_->ticket == ticket) {
+    ready_.push_back(*std::move(held_));
+    held_.reset();
+  }
+}
+
 void WorkerPool::ReleaseDue(absl::Time now) {
   if (held_.has_value() && (stopping_ || held_->due <= now)) {
     ready_.push_back(*std::move(held_));

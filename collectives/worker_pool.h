@@ -47,6 +47,8 @@ class WorkerPool {
   // Runs the task on the calling thread if no worker has taken it yet, and returns whether it
   // did. The destructor waits for such runs too.
   bool RunHereIfQueued(Ticket ticket);
+  // Ends the hold of a task held for its waiter: a worker takes it now.
+  void StartNow(Ticket ticket);
 
  private:
   struct Task {

@@ -14,6 +14,8 @@ constexpr int kEventsPerWait = 128;
 // The longest a polling waiter sleeps in epoll before it runs the owner's checks (`after`) again,
 // as the loop's thread does between its waits.
 constexpr absl::Duration kWaiterSleep = absl::Milliseconds(100);
+// A yielding spin follows only a wait no longer than this many spins.
+constexpr int kYieldingSpinAfter = 2;
 
 // The loop whose work this thread runs now, if any: work it runs posts instead of running more
 // of the loop's work inside itself.
@@ -266,14 +268,21 @@ bool EventLoop::WaitForReady(absl::Time until, Spin spin) {
   // that something is ready.
   epoll_event ready;
   int n = 0;
-  if (spin.time > absl::ZeroDuration()) {
-    const absl::Time spin_until = std::min(until, absl::Now() + spin.time);
+  const absl::Time start = absl::Now();
+  // A yielding spin hands the core to whatever else may run, for as long as the scheduler lets
+  // that run: a whole time slice where it computes (the other ranks' backward passes while this
+  // one waits for their gradients). That pays only while waits are short, as the last one was.
+  const bool spins = spin.time > absl::ZeroDuration() &&
+                     (!spin.yield || last_ready_wait_ <= kYieldingSpinAfter * spin.time);
+  if (spins) {
+    const absl::Time spin_until = std::min(until, start + spin.time);
     do {
       n = epoll_wait(epoll_.get(), &ready, 1, 0);
       if (n == 0 && spin.yield) sched_yield();
     } while (n == 0 && absl::Now() < spin_until);
   }
   if (n == 0) n = epoll_wait(epoll_.get(), &ready, 1, PollTimeoutMs(until));
+  last_ready_wait_ = absl::Now() - start;
   return n >= 0 || errno == EINTR;
 }
 

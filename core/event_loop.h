@@ -78,7 +78,7 @@ class EventLoop {
     absl::Duration time;  // Zero (the default): none.
     // Gives the CPU away (sched_yield) after each empty poll: where threads outnumber the cores,
     // the thread it waits for may need this one's core, and a yield hands it over for less than
-    // a sleep and a wake-up do.
+    // a sleep and a wake-up do. Such a spin follows only a short wait (see WaitForReady).
     bool yield = false;
   };
   void SetWaiterSpin(Spin spin);
@@ -142,6 +142,9 @@ class EventLoop {
   absl::Time waiter_left_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // The last one.
   absl::Duration waiter_hold_ ABSL_GUARDED_BY(mu_) = kWaiterHold;
   Spin waiter_spin_ ABSL_GUARDED_BY(mu_);
+  // How long the last polling waiter's WaitForReady took. Only the polling waiter touches it, one
+  // at a time (waiter_polling_, under mu_, orders them).
+  absl::Duration last_ready_wait_;
   int64_t unpolled_requests_ ABSL_GUARDED_BY(mu_) = 0;
   bool passed_over_ ABSL_GUARDED_BY(mu_) = false;  // A waiter found another polling.
   bool recall_ ABSL_GUARDED_BY(mu_) = false;       // The loop's thread is wanted back now.

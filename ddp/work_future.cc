@@ -12,6 +12,8 @@ c10::intrusive_ptr<c10::ivalue::Future> FutureOf(std::shared_ptr<Work> work,
                                                  std::shared_ptr<TrafficMeter> meter) {
   auto future = c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors());
   Work* raw = work.get();
+  // The future's waiters cannot run the collective on their thread: a worker runs it now.
+  raw->StartWithoutWaiter();
   raw->OnDone([future, work = std::move(work), outputs = std::move(outputs),
                finish = std::move(finish), meter = std::move(meter)](const absl::Status& status) {
     if (meter != nullptr) meter->Add(work->report());

@@ -138,20 +138,20 @@ TEST(WorkerPool, StopRunsAHeldTask) {
 }
 
 TEST(Work, WaitRunsTheCollectiveOnTheWaitingThreadOnlyWithoutAnEarlierDeadline) {
-  WorkerPool pool(1);
+  auto pool = std::make_shared<WorkerPool>(1);
   absl::Notification busy, release;
-  pool.Submit([&] {
+  pool->Submit([&] {
     busy.Notify();
     release.WaitForNotificationWithTimeout(kPatience);
   });
   ASSERT_TRUE(busy.WaitForNotificationWithTimeout(kPatience));
   auto work = std::make_shared<Work>();
   std::thread::id ran_on;
-  const WorkerPool::Ticket ticket = pool.Submit([&ran_on, work] {
+  const WorkerPool::Ticket ticket = pool->Submit([&ran_on, work] {
     ran_on = std::this_thread::get_id();
     work->Complete(absl::OkStatus(), CollectiveReport{});
   });
-  work->RunOnWait([&pool, ticket] { pool.RunHereIfQueued(ticket); });
+  work->QueuedAs(pool, ticket);
   // A wait with its own short deadline leaves the collective to the pool...
   EXPECT_TRUE(absl::IsDeadlineExceeded(work->Wait(absl::Now() + absl::Milliseconds(20))));
   EXPECT_FALSE(work->done());
@@ -159,6 +159,26 @@ TEST(Work, WaitRunsTheCollectiveOnTheWaitingThreadOnlyWithoutAnEarlierDeadline) 
   EXPECT_TRUE(work->Wait().ok());
   EXPECT_EQ(ran_on, std::this_thread::get_id());
   release.Notify();
+}
+
+// A work whose end is watched through OnDone (a libtorch future) starts on a worker at once,
+// however long the grace it was held for.
+TEST(Work, AWorkNobodyWaitsForStartsOnAWorkerAtOnce) {
+  auto pool = std::make_shared<WorkerPool>(1, absl::Hours(1));
+  auto work = std::make_shared<Work>();
+  std::thread::id ran_on;
+  const WorkerPool::Ticket ticket = pool->Submit(
+      [&ran_on, work] {
+        ran_on = std::this_thread::get_id();
+        work->Complete(absl::OkStatus(), CollectiveReport{});
+      },
+      WorkerPool::Start::kForAWaiter);
+  work->QueuedAs(pool, ticket);
+  absl::Notification done;
+  work->OnDone([&](const absl::Status&) { done.Notify(); });
+  work->StartWithoutWaiter();
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(kPatience));
+  EXPECT_NE(ran_on, std::this_thread::get_id());
 }
 
 }  // namespace
