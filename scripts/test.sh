@@ -39,7 +39,7 @@ elapsed
 # UCX_MEM_EVENTS=no: UCX's memory hooks (libucm patches madvise) crash under TSan's interceptors
 # when a thread exits; hmc needs no memory events (they serve UCX's RDMA registration cache).
 UCX_MEM_EVENTS=no TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
-  run_suite build-tsan -R 'ChannelContract|TcpTransport|ProvenLinkTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint|ProtectedLink|ManInTheMiddle|LinkProtection|AverageRound|PartsOfDifferentSizes'
+  run_suite build-tsan -R 'ChannelContract|TcpTransport|ProvenLinkTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint|ProtectedLink|ManInTheMiddle|LinkProtection|AverageRound|PartsOfDifferentSizes|WorkerPool|Work\.'
 elapsed
 
 echo "== fuzz targets (clang libFuzzer, ASan+UBSan), briefly from their committed seeds"
