@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "collectives/worker_pool.h"
 
 namespace hmc {
 
@@ -38,7 +39,7 @@ absl::Status Work::Wait(absl::Time deadline) {
       absl::StrFormat("still running at its deadline (%s), and more", absl::FormatTime(limit_)));
 }
 
-void Work::QueuedAs(std::weak_ptr<WorkerPool> pool, WorkerPool::Ticket ticket) {
+void Work::QueuedAs(std::weak_ptr<WorkerPool> pool, uint64_t ticket) {
   MutexLock lock(&mu_);
   pool_ = std::move(pool);
   ticket_ = ticket;

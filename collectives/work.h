@@ -11,7 +11,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "collectives/worker_pool.h"
 #include "core/mutex.h"
 #include "transports/request.h"
 
@@ -38,6 +37,8 @@ struct CollectiveReport {
 };
 
 // An asynchronous collective. The communicator completes it once; any thread may wait.
+class WorkerPool;  // collectives/worker_pool.h, not installed: a work only points at it.
+
 class Work {
  public:
   // `limit`: what Wait() without a deadline waits for at most, past the call's own deadline;
@@ -60,7 +61,7 @@ class Work {
 
   // The collective's task in `pool`. Wait() without an earlier deadline first runs it on the
   // waiting thread where no worker has started it (WorkerPool::RunHereIfQueued).
-  void QueuedAs(std::weak_ptr<WorkerPool> pool, WorkerPool::Ticket ticket);
+  void QueuedAs(std::weak_ptr<WorkerPool> pool, uint64_t ticket);  // A WorkerPool::Ticket.
   // Nobody will wait for this work on a thread that could run it: its end is watched through
   // OnDone (a libtorch future, whose waiters hmc cannot reach). A collective held for its waiter
   // (WorkerPool::Start::kForAWaiter) starts on a worker now, not at the end of its grace.
@@ -75,7 +76,7 @@ class Work {
   const absl::Time limit_;
   std::function<void()> on_expiry_ ABSL_GUARDED_BY(mu_);
   std::weak_ptr<WorkerPool> pool_ ABSL_GUARDED_BY(mu_);  // Reset once Wait tried to run it.
-  WorkerPool::Ticket ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t ticket_ ABSL_GUARDED_BY(mu_) = 0;
   mutable Mutex mu_;
   CollectiveReport report_ ABSL_GUARDED_BY(mu_);
   bool completed_ ABSL_GUARDED_BY(mu_) = false;
