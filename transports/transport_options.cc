@@ -51,7 +51,9 @@ const OptionSpec<TransportOptions> kTransportOptions[] = {
      "it sleeps: a message that arrives meanwhile costs no wake-up. Where the ranks on this host "
      "(local_size, or this one and its peers on local sockets where they are more) outnumber its "
      "online CPUs, the waiter gives its CPU away (sched_yield) after each empty poll, so that the "
-     "rank it waits for runs at once. -1 (auto): 50 where they do not, 100 where they do."},
+     "rank it waits for runs at once, and spins only after a wait no longer than two spins (a "
+     "yield to a rank that computes gives it a whole time slice). -1 (auto): 50 where they do "
+     "not, 100 where they do."},
     {"pull_min_bytes", &TransportOptions::pull_min_bytes,
      "Messages this large to a peer on local sockets are copied once, by the receiver, straight "
      "from the sender's memory (process_vm_readv); 0 turns this off."},

@@ -59,7 +59,8 @@ struct TcpTransportConfig {
 // keep one busy: 50 µs. Where they are more, a spinning rank would hold the core that the rank it
 // waits for needs to send, so it yields the core after each empty poll, 100 µs long: the rank it
 // waits for runs at once, without the wake-up a sleep would cost it (4 ranks on 2 cores, 1 KiB:
-// 0.65× the time of no spin). `config.waiter_spin_us`, where set, is the spin's length.
+// 0.67× the time of no spin), after a short wait only (EventLoop::WaitForReady).
+// `config.waiter_spin_us`, where set, is the spin's length.
 EventLoop::Spin WaiterSpinFor(const TcpTransportConfig& config, int local_peers, int cpus);
 
 // Channels must not be used after their transport is destroyed.
