@@ -10,15 +10,9 @@ namespace hmc {
 absl::Status Work::Wait(absl::Time deadline) {
   const bool own_limit = deadline >= limit_;
   if (own_limit) {
-    std::shared_ptr<WorkerPool> pool;
-    WorkerPool::Ticket ticket;
-    {
-      MutexLock lock(&mu_);
-      pool = pool_.lock();
-      pool_.reset();
-      ticket = ticket_;
+    if (auto [pool, ticket] = QueuedTask(/*forget=*/true); pool != nullptr) {
+      pool->RunHereIfQueued(ticket);
     }
-    if (pool != nullptr) pool->RunHereIfQueued(ticket);
   }
   absl::Status s = completion_.Wait(std::min(deadline, limit_));
   if (!absl::IsDeadlineExceeded(s) || completion_.done()) return s;
@@ -46,14 +40,14 @@ void Work::QueuedAs(std::weak_ptr<WorkerPool> pool, uint64_t ticket) {
 }
 
 void Work::StartWithoutWaiter() {
-  std::shared_ptr<WorkerPool> pool;
-  WorkerPool::Ticket ticket;
-  {
-    MutexLock lock(&mu_);
-    pool = pool_.lock();
-    ticket = ticket_;
-  }
-  if (pool != nullptr) pool->StartNow(ticket);
+  if (auto [pool, ticket] = QueuedTask(/*forget=*/false); pool != nullptr) pool->StartNow(ticket);
+}
+
+std::pair<std::shared_ptr<WorkerPool>, uint64_t> Work::QueuedTask(bool forget) {
+  MutexLock lock(&mu_);
+  std::shared_ptr<WorkerPool> pool = pool_.lock();
+  if (forget) pool_.reset();
+  return {std::move(pool), ticket_};
 }
 
 bool Work::done() const { return completion_.done(); }

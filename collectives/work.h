@@ -75,6 +75,10 @@ class Work {
   Request completion_;  // The outcome; the report is set just before it completes.
   const absl::Time limit_;
   std::function<void()> on_expiry_ ABSL_GUARDED_BY(mu_);
+  // The pool that holds the collective, if still alive, and its ticket there; `forget`: the
+  // next call gets no pool (Wait tries to run it once).
+  std::pair<std::shared_ptr<WorkerPool>, uint64_t> QueuedTask(bool forget);
+
   std::weak_ptr<WorkerPool> pool_ ABSL_GUARDED_BY(mu_);  // Reset once Wait tried to run it.
   uint64_t ticket_ ABSL_GUARDED_BY(mu_) = 0;
   mutable Mutex mu_;

@@ -26,15 +26,13 @@ void WorkerPool::Stop() {
 WorkerPool::Ticket WorkerPool::Submit(std::function<void()> task, Start start) {
   MutexLock lock(&mu_);
   const Ticket ticket = next_ticket_++;
-  const absl::Time now = absl::Now();
   if (start == Start::kNow || waiter_grace_ <= absl::ZeroDuration()) {
-    ready_.push_back(Task{ticket, std::move(task), now});
+    ready_.push_back(Task{ticket, std::move(task)});
     return ticket;
   }
-  // The task held before this one: its submitter went on without waiting for it.
-  if (held_.has_value()) ready_.push_back(*std::move(held_));
-  held_ = Task{ticket, std::move(task), now + waiter_grace_};
-  last_held_ = now;
+  ReleaseHeld();  // The task held before this one: its submitter went on without waiting for it.
+  held_ = Task{ticket, std::move(task)};
+  last_held_ = absl::Now();
   return ticket;
 }
 
@@ -64,34 +62,30 @@ bool WorkerPool::RunHereIfQueued(Ticket ticket) {
 
 void WorkerPool::StartNow(Ticket ticket) {
   MutexLock lock(&mu_);
-  if (held_.has_value() && held_->ticket == ticket) {
-    ready_.push_back(*std::move(held_));
-    held_.reset();
-  }
+  if (held_.has_value() && held_->ticket == ticket) ReleaseHeld();
 }
 
-void WorkerPool::ReleaseDue(absl::Time now) {
-  if (held_.has_value() && (stopping_ || held_->due <= now)) {
-    ready_.push_back(*std::move(held_));
-    held_.reset();
-  }
+void WorkerPool::ReleaseHeld() {
+  if (!held_.has_value()) return;
+  ready_.push_back(*std::move(held_));
+  held_.reset();
 }
 
 bool WorkerPool::NextTask(std::function<void()>* task) {
   for (;;) {
     const absl::Time now = absl::Now();
-    ReleaseDue(now);
+    if (stopping_ || HeldDue() <= now) ReleaseHeld();
     if (!ready_.empty()) {
       *task = std::move(ready_.front().run);
       ready_.pop_front();
       return true;
     }
-    if (stopping_) return false;  // ReleaseDue made the held task ready.
+    if (stopping_) return false;  // The held task, if any, was made ready.
     const bool keep_time = held_.has_value() || now - last_held_ < kKeepTimeGraces * waiter_grace_;
     if (keep_time && !timekeeper_) {
       // Until the held task is due, or one grace: a task held meanwhile is due no sooner.
       timekeeper_ = true;
-      const absl::Time until = held_.has_value() ? held_->due : now + waiter_grace_;
+      const absl::Time until = held_.has_value() ? HeldDue() : now + waiter_grace_;
       auto woken = [this]()
                        ABSL_SHARED_LOCKS_REQUIRED(mu_) { return stopping_ || !ready_.empty(); };
       mu_.AwaitWithDeadline(absl::Condition(&woken), until);

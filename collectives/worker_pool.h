@@ -54,20 +54,23 @@ class WorkerPool {
   struct Task {
     Ticket ticket;
     std::function<void()> run;
-    absl::Time due;  // When a worker may take it.
   };
 
   void Run();
   // A worker's next task; false once the pool stops with nothing queued.
   bool NextTask(std::function<void()>* task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Makes the held task ready where it is due by `now`, or the pool stops.
-  void ReleaseDue(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the held task, if any, ready.
+  void ReleaseHeld() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When a worker may take the held task: a grace after it was held.
+  absl::Time HeldDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return last_held_ + waiter_grace_;
+  }
 
   const absl::Duration waiter_grace_;
   Mutex mu_;
   std::deque<Task> ready_ ABSL_GUARDED_BY(mu_);
   std::optional<Task> held_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_held_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time last_held_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // When held_ was.
   bool timekeeper_ ABSL_GUARDED_BY(mu_) = false;  // An idle worker sleeps with a deadline.
   Ticket next_ticket_ ABSL_GUARDED_BY(mu_) = 0;
   int running_here_ ABSL_GUARDED_BY(mu_) = 0;
