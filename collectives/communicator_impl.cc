@@ -161,6 +161,7 @@ absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Create(const
   if (absl::Status s = CheckAllReduceAlgorithmOption(options.algo); !s.ok()) return s;
   const absl::Time deadline = absl::Now() + options.connect_timeout;
   RaiseDescriptorLimit();
+  SkipMutexCycleDetectionInReleaseBuilds();
   absl::StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
   if (!client.ok()) return client.status();
   if (options.token.empty()) {
@@ -478,6 +479,7 @@ absl::StatusOr<AllReducePlan> CommunicatorImpl::PlanAllReduce(const Group& g, co
   TunerInput input;
   input.bytes = in.bytes();
   input.zone_of = g.zone_of;
+  input.cpu_share = g.cpu_share;
   input.links = g.links.get();
   input.algo = call.algo.empty() ? options_.algo : call.algo;
   input.codec_inter = call.codec_inter.empty() ? options_.codec_inter : call.codec_inter;

@@ -29,6 +29,21 @@ LinkMatrix MemberLinks(const std::vector<int>& ids, const LinkMatrix& world_link
   return links;
 }
 
+double CpuShare(const std::vector<PeerEntry>& members) {
+  std::map<std::string, std::pair<int, int>> hosts;  // Hostname -> (CPUs, members there).
+  for (const PeerEntry& p : members) {
+    auto& [cpus, count] = hosts[p.hostname];
+    cpus = std::max(cpus, p.cpus);
+    ++count;
+  }
+  double share = 1;
+  for (const auto& [host, cpus_and_count] : hosts) {
+    const auto [cpus, count] = cpus_and_count;
+    if (cpus > 0) share = std::min(share, static_cast<double>(cpus) / count);
+  }
+  return share;
+}
+
 }  // namespace
 
 std::shared_ptr<const Group> Group::Make(
@@ -47,6 +62,7 @@ std::shared_ptr<const Group> Group::Make(
     g->zone_of.push_back(zones.emplace(p.zone, static_cast<int>(zones.size())).first->second);
   }
   g->peers.world_size = g->size();
+  g->cpu_share = CpuShare(g->peers.peers);
   g->links = std::make_shared<const LinkMatrix>(MemberLinks(g->ids, world_links));
   return g;
 }

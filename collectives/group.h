@@ -24,6 +24,10 @@ struct Group {
   std::vector<std::shared_ptr<Channel>> channels;  // By dense rank; null at `rank`.
   PeerTable peers;           // By dense rank; each entry's `rank` is the stable id.
   std::vector<int> zone_of;  // Each member's zone as a small integer, by first appearance.
+  // What of a CPU each member has on its most crowded host: the least, over the members' hosts
+  // (by hostname), of the host's CPUs per member there, at most 1; 1 where a host's CPUs are
+  // unknown. The same on every member (the table is), as the tuner's inputs must be.
+  double cpu_share = 1;
   // Round trips and rates between members, by dense rank; unmeasured (size 0) without a probe.
   std::shared_ptr<const LinkMatrix> links = std::make_shared<const LinkMatrix>();
   // The all-reduce trials of this epoch (plan_trials.h): every member starts them afresh in each

@@ -1,6 +1,7 @@
 #include "collectives/tuner.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -94,10 +95,13 @@ uint32_t AllReducePlan::Fingerprint() const {
 
 // The small-message algorithm whose modelled time is shorter: one-shot pays one latency (half the
 // longest round trip) and sends (n-1)·bytes; halving-doubling pays 2·⌈log2 n⌉ latencies and sends
-// about 2·bytes. Both at the slowest link's rate.
+// 2(p-1)/p·bytes for p the largest power of two up to n, and a folded vector both ways where n is
+// not one. Both at the slowest link's rate. Unmeasured, a byte's cost is a core's copy, and where a
+// host's ranks outnumber its CPUs each rank has only its share of one (Group::cpu_share): there
+// one-shot's (n-1) copies cost more than halving-doubling's extra latencies from a few tens of KiB.
 std::pair<std::string, std::string> SmallMessageAlgorithm(const TunerInput& in, size_t n) {
   const double latency = LatencyS(in.links);
-  double bytes_per_s = kUnmeasuredBytesPerS;
+  double bytes_per_s = kUnmeasuredBytesPerS * std::clamp(in.cpu_share, 0.01, 1.0);
   if (in.links != nullptr && in.links->measured()) {
     double slowest = 0;
     for (bool across : {true, false}) {
@@ -116,10 +120,13 @@ std::pair<std::string, std::string> SmallMessageAlgorithm(const TunerInput& in, 
       in.bytes / 2 <= kMaxHalvingDoublingEarlyBytes && in.bytes / 2 >= kMinEarlySegmentBytes;
   const double one_shot =
       (one_shot_early ? 1 : 2) * latency + static_cast<double>(n - 1) * bytes / bytes_per_s;
+  const size_t p = std::bit_floor(n);
+  const double halving_doubling_bytes =
+      (2.0 * static_cast<double>(p - 1) / static_cast<double>(p) + (p == n ? 0 : 2)) * bytes;
   const double halving_doubling =
       ((halving_doubling_early ? 0 : 1) + 2 * std::ceil(std::log2(static_cast<double>(n)))) *
           latency +
-      2 * bytes / bytes_per_s;
+      halving_doubling_bytes / bytes_per_s;
   const std::string model = absl::StrFormat(
       "small message: one-shot %.3g s, halving-doubling %.3g s", one_shot, halving_doubling);
   return {one_shot <= halving_doubling ? "one_shot" : "halving_doubling", model};

@@ -28,6 +28,7 @@ struct AllReducePlan {
 struct TunerInput {
   size_t bytes = 0;
   std::vector<int> zone_of;           // Each rank's zone index.
+  double cpu_share = 1;               // Group::cpu_share: of a CPU, each rank's least.
   const LinkMatrix* links = nullptr;  // Null or unmeasured: no measurements.
   std::string algo = "auto";
   std::string codec_inter = "none";
@@ -51,7 +52,9 @@ inline constexpr char kAutoCodec[] = "int8:block=256";
 //  2. Below small_message_bytes (latency-bound): one-shot or halving-doubling, whichever a model
 //     of the slowest link (half the longest round trip per latency, its rate per byte) makes
 //     faster: one-shot pays one latency and sends (n-1)× the vector, halving-doubling pays
-//     2·⌈log2 n⌉ latencies and sends about twice the vector. Unmeasured: 50 µs, 1 GB/s.
+//     2·⌈log2 n⌉ latencies and sends 2(p-1)/p of the vector (p: the largest power of two up to
+//     n; twice more where a rank folds). Unmeasured: 50 µs, and 1 GB/s times each rank's share
+//     of a CPU on the most crowded host (cpu_share).
 //     From small_message_bytes up to kMaxEarlyBytes, measured: one-shot where the bandwidth
 //     model (bandwidth_model.h) makes it faster than the plan rules 3-5 choose, with the
 //     argument check's latency that plan waits for.

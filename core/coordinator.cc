@@ -51,6 +51,18 @@ constexpr int kMaxUnauthenticated = 256;
 // Reads per readiness event (of 64 KiB each): one busy client cannot starve the others.
 constexpr int kReadsPerEvent = 16;
 constexpr uint64_t kListenKey = ~uint64_t{0};
+
+// The table's entry for a rank that joined with `join`: alive, as a member.
+PeerEntry EntryOf(int rank, const JoinRequest& join) {
+  PeerEntry entry;
+  entry.rank = rank;
+  entry.address = join.address;
+  entry.zone = join.zone;
+  entry.hostname = join.hostname;
+  entry.cpus = join.cpus;
+  return entry;
+}
+
 }  // namespace
 
 absl::StatusOr<CoordinatorConfig> CoordinatorConfigFor(const CoreOptions& options) {
@@ -73,6 +85,7 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Start(const Coordinato
     return s;
   }
   if (config.token.empty()) Logf("coordinator", "insecure: no token; anyone may join");
+  SkipMutexCycleDetectionInReleaseBuilds();
   absl::StatusOr<SocketAddress> bind = SocketAddress::Parse(config.bind);
   if (!bind.ok()) return bind.status();
   std::unique_ptr<Coordinator> c(new Coordinator(config));
@@ -490,7 +503,7 @@ absl::Status Coordinator::HandleJoin(Connection& c, const Frame& frame) {
       for (rank = 0; rank < config_.world_size && rank_fd_[rank] >= 0; ++rank) {
       }
     }
-    table_.peers[rank] = PeerEntry{rank, join->address, join->zone, join->hostname, true, ""};
+    table_.peers[rank] = EntryOf(rank, *join);
   }
   Admit(c, rank, *join);
   Logf("coordinator", "rank %d joined from %s (zone %s, transport %s, protection %s), %d of %d",
@@ -529,7 +542,7 @@ absl::Status Coordinator::HandleRejoin(Connection& c, const JoinRequest& join) {
     MutexLock lock(&mu_);
     while (static_cast<int>(table_.peers.size()) <= rank) {
       const int id = static_cast<int>(table_.peers.size());
-      table_.peers.push_back(PeerEntry{id, "", "", "", false, "not back yet"});
+      table_.peers.push_back(PeerEntry{.rank = id, .alive = false, .failure = "not back yet"});
       table_.world_size = id + 1;
       rank_fd_.push_back(-1);
     }
@@ -540,7 +553,7 @@ absl::Status Coordinator::HandleRejoin(Connection& c, const JoinRequest& join) {
                                              rank, table_.epoch, table_.peers[rank].failure)
                            : absl::StrFormat("rank %d is connected already", rank));
     }
-    table_.peers[rank] = PeerEntry{rank, join.address, join.zone, join.hostname, true, ""};
+    table_.peers[rank] = EntryOf(rank, join);
   }
   Admit(c, rank, join);
   ready_.insert(rank);  // It set up long ago, with the coordinator that is gone.
@@ -630,7 +643,8 @@ void Coordinator::AdmitWaitingJoin() {
     {
       MutexLock lock(&mu_);
       id = static_cast<int>(table_.peers.size());
-      PeerEntry entry{id, join.address, join.zone, join.hostname, false, ""};
+      PeerEntry entry = EntryOf(id, join);
+      entry.alive = false;
       entry.joining = true;
       table_.peers.push_back(entry);
       table_.world_size = id + 1;
@@ -761,7 +775,7 @@ void Coordinator::Drop(int fd, const std::string& reason) {
     forming = table_.epoch == 0;
     epoch = table_.epoch;
     // Still forming: the slot is free again.
-    if (forming) table_.peers[rank] = PeerEntry{rank, "", "", "", false, ""};
+    if (forming) table_.peers[rank] = PeerEntry{.rank = rank, .alive = false};
   }
   if (forming) {
     --joined_;

@@ -112,6 +112,7 @@ absl::StatusOr<Welcome> CoordinatorClient::Handshake(Link& link, uint32_t epoch,
   join.address = transport_address_;
   join.zone = options_.zone;
   join.hostname = host;
+  join.cpus = static_cast<int32_t>(sysconf(_SC_NPROCESSORS_ONLN));
   join.nonce = RandomNonce();
   join.epoch = epoch;
   join.members = members;

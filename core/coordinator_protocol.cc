@@ -20,6 +20,7 @@ std::vector<uint8_t> JoinRequest::Serialize() const {
   w.PutString(address);
   w.PutString(zone);
   w.PutString(hostname);
+  w.Put<int32_t>(cpus);
   w.PutString(nonce);
   w.PutString(proof);
   w.Put<uint32_t>(epoch);
@@ -37,6 +38,7 @@ absl::StatusOr<JoinRequest> JoinRequest::Parse(std::span<const uint8_t> bytes) {
   j.address = r.GetString();
   j.zone = r.GetString();
   j.hostname = r.GetString();
+  j.cpus = r.Get<int32_t>();
   j.nonce = r.GetString();
   j.proof = r.GetString();
   j.epoch = r.Get<uint32_t>();

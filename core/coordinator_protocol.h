@@ -38,6 +38,7 @@ struct JoinRequest {
   std::string address;
   std::string zone;
   std::string hostname;
+  int32_t cpus = 0;  // CPUs online on its host (the tuner's picture of ranks that share cores).
   std::string nonce;
   std::string proof;
   // A rank of a running group coming back to a restarted coordinator: the epoch it is in and

@@ -14,8 +14,9 @@ namespace hmc {
 // The header carries its own checksum; control payloads carry one too (data payloads rely on
 // TCP's). Magic and version sit first so that any future layout can still be told apart and named.
 inline constexpr uint32_t kFrameMagic = 0x31434d48;  // "HMC1"
-// 3: sealed frames and TLS on data streams; 4: the argument check announces early data.
-inline constexpr uint16_t kProtocolVersion = 5;
+// 3: sealed frames and TLS on data streams; 4: the argument check announces early data;
+// 5: stream-count requests (kStreamsWanted); 6: joins and peer tables carry each host's CPUs.
+inline constexpr uint16_t kProtocolVersion = 6;
 inline constexpr size_t kFrameHeaderBytes = 48;
 // Control frames (coordinator protocol, handshakes) are small; larger lengths are refused early.
 inline constexpr uint64_t kMaxControlPayloadBytes = 16 << 20;

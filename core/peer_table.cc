@@ -18,6 +18,7 @@ std::vector<uint8_t> PeerTable::Serialize() const {
     w.PutString(p.address);
     w.PutString(p.zone);
     w.PutString(p.hostname);
+    w.Put<int32_t>(p.cpus);
     w.Put<uint8_t>(p.alive ? 1 : p.joining ? 2 : 0);
     w.PutString(p.failure);
     p.joined.Write(w);
@@ -41,6 +42,7 @@ absl::StatusOr<PeerTable> PeerTable::Parse(std::span<const uint8_t> bytes) {
     p.address = r.GetString();
     p.zone = r.GetString();
     p.hostname = r.GetString();
+    p.cpus = r.Get<int32_t>();
     const uint8_t state = r.Get<uint8_t>();
     if (state > 2) return absl::DataLossError("peer table: unknown member state");
     p.alive = state == 1;

@@ -33,6 +33,7 @@ struct PeerEntry {
   std::string address;  // Transport listen address, host:port.
   std::string zone;
   std::string hostname;
+  int32_t cpus = 0;  // CPUs online on its host, as it reported them (0: unknown).
   bool alive = true;
   std::string failure;  // Why the coordinator declared it failed; empty while alive.
   // Admitted into a running group but not yet a member: it is connecting to the members, and

@@ -102,6 +102,12 @@ TEST_F(CoordinatorTest, AssignsRanksAndPublishesThePeerTable) {
   ASSERT_EQ(table->peers.size(), 3u);
   EXPECT_EQ(table->peers[2].address, "10.0.0.2:1");
   EXPECT_EQ(table->peers[1].address, "10.0.0.1:1");
+  // Each rank's host and its CPUs, which the tuner reads (ranks that share cores).
+  const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  for (const PeerEntry& p : table->peers) {
+    EXPECT_FALSE(p.hostname.empty());
+    EXPECT_EQ(p.cpus, cpus);
+  }
 }
 
 // A rank's report that a peer failed on the data path starts the next epoch without that peer,
@@ -293,13 +299,14 @@ UniqueFd RawJoin(const SocketAddress& coordinator, const std::string& token) {
   return std::move(fd);
 }
 
-// The join proof covers everything the rank asserts: an address, zone or world size changed on
-// the way is refused like a wrong token.
+// The join proof covers everything the rank asserts: an address, zone, world size or CPU count
+// changed on the way is refused like a wrong token.
 TEST_F(CoordinatorTest, AJoinChangedOnTheWayIsRefused) {
   StartCoordinator(2);
   for (const auto& tamper : std::vector<std::function<void(JoinRequest&)>>{
            [](JoinRequest& j) { j.address = "evil:1"; }, [](JoinRequest& j) { j.zone = "other"; },
-           [](JoinRequest& j) { j.world_size = 2; }, [](JoinRequest& j) { j.rank = 1; }}) {
+           [](JoinRequest& j) { j.world_size = 2; }, [](JoinRequest& j) { j.rank = 1; },
+           [](JoinRequest& j) { j.cpus = 1024; }}) {
     auto [fd, answer] = RawJoinAnswer(coordinator_->address(), "secret", tamper);
     ASSERT_TRUE(answer.ok()) << answer.status();
     EXPECT_EQ(answer->header.type, FrameType::kError);

@@ -134,6 +134,30 @@ TEST(Tuner, SmallMessagesGoOneShotWhileLatencyDominates) {
   EXPECT_EQ(ChoosePlan(in)->algorithm, "halving_doubling");
 }
 
+// Ranks that share a host's CPUs copy every byte on the cores they share: there one-shot's
+// (n-1) copies of a 64 KiB vector cost more than halving-doubling's three extra latencies
+// (4 ranks on 2 cores: 298 against 359 µs, perf/RESULTS.md), while 16 KiB stays one-shot.
+TEST(Tuner, RanksThatShareCoresLeaveOneShotSooner) {
+  TunerInput in;
+  in.zone_of = {0, 0, 0, 0};
+  in.bytes = 64 << 10;
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "one_shot");  // A core each.
+  in.cpu_share = 0.5;
+  absl::StatusOr<AllReducePlan> plan = ChoosePlan(in);
+  EXPECT_EQ(plan->algorithm, "halving_doubling") << plan->why;
+  in.bytes = 16 << 10;
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "one_shot");
+  // Measured links carry what sharing cost them already: their rate decides.
+  const LinkMatrix fast = Matrix({{0, 100000, 100000, 100000},
+                                  {100000, 0, 100000, 100000},
+                                  {100000, 100000, 0, 100000},
+                                  {100000, 100000, 100000, 0}},
+                                 0.1);
+  in.links = &fast;
+  in.bytes = 64 << 10;
+  EXPECT_EQ(ChoosePlan(in)->algorithm, "one_shot");
+}
+
 // Above small_message_bytes, a vector of a few hundred KiB across a 100 ms round trip still waits
 // mostly for round trips: one-shot where the bandwidth model says so, the rules' plan where the
 // round trips are short or the vector is past what rides on the argument check.

@@ -89,9 +89,11 @@ absl::Status PullOffered(const PeerProcess& peer, uint64_t tag, const PullOffer&
   if (peer.pid <= 0) {
     return absl::FailedPreconditionError("the peer's process is not visible from here");
   }
-  if (peer.uid != geteuid()) {
+  // Read once: a small message's pull is a few system calls, and each counts.
+  static const uid_t euid = geteuid();
+  if (peer.uid != euid) {
     return absl::FailedPreconditionError(
-        absl::StrFormat("the peer runs as uid %d, this process as %d", peer.uid, geteuid()));
+        absl::StrFormat("the peer runs as uid %d, this process as %d", peer.uid, euid));
   }
   PullRegistration registered;
   if (absl::Status s = ReadFrom(peer.pid, offer.registration, &registered, sizeof(registered));
