@@ -32,15 +32,19 @@ CollectiveContext::CollectiveContext(CollectiveContext& parent, std::vector<int>
       step_base_(step_base) {}
 
 CollectiveContext::Pending CollectiveContext::Send(int peer, Phase phase, uint32_t step,
-                                                   uint32_t segment, const void* data,
-                                                   size_t bytes) {
+                                                   uint32_t segment, const void* data, size_t bytes,
+                                                   Delivery delivery) {
   if (parent_ != nullptr) {
-    return parent_->Send(members_[peer], phase, step + step_base_, segment, data, bytes);
+    return parent_->Send(members_[peer], phase, step + step_base_, segment, data, bytes, delivery);
   }
   bytes_sent_ += bytes;
   if (bytes_sent_to_.empty()) bytes_sent_to_.assign(channels_->size(), 0);
   bytes_sent_to_[peer] += bytes;
-  Pending p{(*channels_)[peer]->Send(MakeTag(sequence_, phase, step, segment), data, bytes), peer};
+  Channel& channel = *(*channels_)[peer];
+  const uint64_t tag = MakeTag(sequence_, phase, step, segment);
+  Pending p{delivery == Delivery::kEager ? channel.SendEager(tag, data, bytes)
+                                         : channel.Send(tag, data, bytes),
+            peer};
   issued_.push_back(p.request);
   return p;
 }
@@ -163,10 +167,11 @@ std::vector<CollectiveContext::Pending> CollectiveContext::PostExchangeWithMembe
 
 std::vector<CollectiveContext::Pending> CollectiveContext::SendToMembers(Phase phase, uint32_t step,
                                                                          const void* data,
-                                                                         size_t bytes) {
+                                                                         size_t bytes,
+                                                                         Delivery delivery) {
   std::vector<Pending> pending;
   for (int step_from_me = 1; step_from_me < size_; ++step_from_me) {
-    pending.push_back(Send((rank_ + step_from_me) % size_, phase, step, 0, data, bytes));
+    pending.push_back(Send((rank_ + step_from_me) % size_, phase, step, 0, data, bytes, delivery));
   }
   return pending;
 }

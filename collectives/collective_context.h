@@ -87,9 +87,12 @@ class CollectiveContext {
     bool up_to = false;  // A RecvUpTo: its length is known once it completes.
   };
 
+  // How a send's bytes travel: as the transport chooses (a rendezvous for a large local message),
+  // or eagerly, with the message (Channel::SendEager: latency-bound messages).
+  enum class Delivery { kAny, kEager };
   // Sends; the request completes when the transport is done with `data`.
   Pending Send(int peer, Phase phase, uint32_t step, uint32_t segment, const void* data,
-               size_t bytes);
+               size_t bytes, Delivery delivery = Delivery::kAny);
   Pending Recv(int peer, Phase phase, uint32_t step, uint32_t segment, void* data, size_t bytes);
   // A receive of a message of at most `capacity` bytes (compressed data); Wait sets `*received`.
   Pending RecvUpTo(int peer, Phase phase, uint32_t step, uint32_t segment, void* data,
@@ -100,7 +103,8 @@ class CollectiveContext {
   absl::Status WaitAll(const std::vector<Pending>& pending);
   // The same `bytes` at `data` to every other member, from the next rank up: a rotated order, so
   // that no rank is everyone's first destination.
-  std::vector<Pending> SendToMembers(Phase phase, uint32_t step, const void* data, size_t bytes);
+  std::vector<Pending> SendToMembers(Phase phase, uint32_t step, const void* data, size_t bytes,
+                                     Delivery delivery = Delivery::kAny);
   // A direct all-gather of small blocks, one round trip: sends the `bytes` at
   // `all + bytes * rank()` to every member and receives each member's into `all + bytes * member`.
   absl::Status ExchangeWithMembers(Phase phase, uint32_t step, uint8_t* all, size_t bytes);

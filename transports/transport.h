@@ -78,6 +78,13 @@ class Channel {
   // "rank 2 (host, 10.0.0.2:4000)", for messages.
   virtual const std::string& peer_description() const = 0;
   virtual RequestPtr Send(uint64_t tag, const void* data, size_t bytes) = 0;
+  // As Send, for a latency-bound message: its bytes travel eagerly, never by a rendezvous that
+  // the receiver answers (TCP's pulls from local peers), whose round trip the copy it saves does
+  // not repay at tens of KiB. The argument check's messages, with the early data that rides in
+  // them, go this way. A transport without a rendezvous of its own sends it as Send does.
+  virtual RequestPtr SendEager(uint64_t tag, const void* data, size_t bytes) {
+    return Send(tag, data, bytes);
+  }
   virtual RequestPtr Recv(uint64_t tag, void* data, size_t bytes) = 0;
   // Takes a message of any length up to `capacity`; the request's bytes() says how long it was.
   // For messages whose length only the sender knows, such as compressed ones.

@@ -52,6 +52,28 @@ TEST(TcpTransport, RefusedPullFallsBackToStreaming) {
   EXPECT_EQ(channels[1][0]->stats().bytes_received, 2u << 20);
 }
 
+// A local message from pull_min_bytes on is pulled: its send completes only once the receiver
+// has read it, so not before a receive is posted. One sent eagerly (the argument check's) travels
+// in the socket: its send completes on its own, and the receive finds it later.
+TEST(TcpTransport, AnEagerSendTravelsInTheSocketWhereASendIsPulled) {
+  Mesh mesh = Connect(2, 1, /*local=*/true, "127.0.0.1:0",
+                      [](int, TcpTransportConfig& c) { c.limits.pull_min_bytes = 4096; });
+  auto& channels = mesh.channels;
+  const std::vector<uint8_t> pulled = Pattern(64 << 10, 1), eager = Pattern(64 << 10, 2);
+  auto pull_send = channels[0][1]->Send(1, pulled.data(), pulled.size());
+  auto eager_send = channels[0][1]->SendEager(2, eager.data(), eager.size());
+  ASSERT_TRUE(eager_send->Wait(absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_FALSE(pull_send->done());
+  std::vector<uint8_t> got_pulled(pulled.size()), got_eager(eager.size());
+  auto recv_eager = channels[1][0]->Recv(2, got_eager.data(), got_eager.size());
+  auto recv_pulled = channels[1][0]->Recv(1, got_pulled.data(), got_pulled.size());
+  ASSERT_TRUE(recv_eager->Wait(absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE(recv_pulled->Wait(absl::Now() + absl::Seconds(10)).ok());
+  ASSERT_TRUE(pull_send->Wait(absl::Now() + absl::Seconds(10)).ok());
+  EXPECT_EQ(got_pulled, pulled);
+  EXPECT_EQ(got_eager, eager);
+}
+
 // Pulls read only what the process at the other end of the socket (SO_PEERCRED) registered for
 // that message; anything else in an offer is forged (DataLoss), and a process this one may not
 // read makes the sender stream instead (FailedPrecondition).

@@ -63,9 +63,17 @@ RequestPtr TcpChannel::NewRequest(size_t bytes) const {
 }
 
 RequestPtr TcpChannel::Send(uint64_t tag, const void* data, size_t bytes) {
+  return PostSend(tag, data, bytes, /*may_pull=*/true);
+}
+
+RequestPtr TcpChannel::SendEager(uint64_t tag, const void* data, size_t bytes) {
+  return PostSend(tag, data, bytes, /*may_pull=*/false);
+}
+
+RequestPtr TcpChannel::PostSend(uint64_t tag, const void* data, size_t bytes, bool may_pull) {
   RequestPtr request = NewRequest(bytes);
-  loop_->RunHereOrPost([self = shared_from_this(), tag, data, bytes, request] {
-    self->DoSend(tag, static_cast<const uint8_t*>(data), bytes, request);
+  loop_->RunHereOrPost([self = shared_from_this(), tag, data, bytes, may_pull, request] {
+    self->DoSend(tag, static_cast<const uint8_t*>(data), bytes, may_pull, request);
   });
   return request;
 }

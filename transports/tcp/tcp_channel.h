@@ -74,6 +74,7 @@ class TcpChannel final : public Channel,
   int peer_rank() const override { return peer_rank_; }
   const std::string& peer_description() const override { return description_; }
   RequestPtr Send(uint64_t tag, const void* data, size_t bytes) override;
+  RequestPtr SendEager(uint64_t tag, const void* data, size_t bytes) override;
   RequestPtr Recv(uint64_t tag, void* data, size_t bytes) override;
   RequestPtr RecvUpTo(uint64_t tag, void* data, size_t capacity) override;
   void Close(const absl::Status& why) override;
@@ -140,7 +141,8 @@ class TcpChannel final : public Channel,
   void PeerClosed();
   // The connection of `s` broke: report `cause` unless a close notice explains it.
   void LinkLost(Stream& s, const std::string& cause, bool read_side_closed);
-  void DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request);
+  RequestPtr PostSend(uint64_t tag, const void* data, size_t bytes, bool may_pull);
+  void DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, bool may_pull, RequestPtr request);
   void SendStreamed(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request);
   // Queues a small control frame (rendezvous, rendezvous-done) on the next stream.
   void SendControl(FrameType type, uint64_t tag, uint64_t total_bytes,

@@ -20,7 +20,8 @@
 
 namespace hmc {
 
-void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, RequestPtr request) {
+void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, bool may_pull,
+                        RequestPtr request) {
   if (failed_ || shutting_down_) {
     request->Complete(failed_ ? status() : Error("channel is shutting down"));
     return;
@@ -30,7 +31,7 @@ void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, Reque
     return;
   }
   const bool all_local = local();
-  if (all_local && !pull_refused_ && !peer_closed_ && limits_.pull_min_bytes > 0 &&
+  if (may_pull && all_local && !pull_refused_ && !peer_closed_ && limits_.pull_min_bytes > 0 &&
       bytes >= limits_.pull_min_bytes) {
     auto op = std::make_shared<SendOp>();
     op->request = std::move(request);
