@@ -367,8 +367,8 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
   reported_ = now;
   const int64_t steps = steps_ - reported_steps_;
   reported_steps_ = steps_;
-  // The group's bytes and cost: every rank's sends, summed (elastic: this rank's, and the
-  // samples the group's steps averaged).
+  // The group's bytes and cost: every rank's sends, summed (elastic: estimated from this rank's,
+  // below, and the samples the group's steps averaged).
   std::vector<double> group = SumOverRanks(
       {static_cast<double>(stats.samples),
        static_cast<double>(delta.bytes_sent - delta.bytes_sent_across_zones),
@@ -377,6 +377,10 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
   if (elastic()) {
     group[4] *= group_samples_ / std::max(group[0], 1.0);  // This rank's mean loss.
     group[0] = group_samples_;
+    // Nothing outside the averaging is collective in an elastic run, so the group's bytes and
+    // cost are estimated as this rank's times the members: the averaging's algorithms send alike
+    // from every member (ddp-ft's report read a quarter of ddp's on 4 ranks before).
+    for (int k : {1, 2, 3}) group[k] *= comm_->size();
     // Every rank, to show that they hold the same parameters (a joiner included).
     uint64_t hash = kFnv1aOffset;
     for (const at::Tensor& p : model_->parameters()) {
@@ -406,8 +410,9 @@ void TrainingRun::ReportEpoch(int epoch, const EpochStats& stats, const Metrics&
       epoch + 1, world_, settings_.sync, group[0], seconds, group[0] / seconds,
       static_cast<long long>(steps), train_seconds_, membership);
   AppendMetrics(all_fields, line, json);
-  absl::StrAppendFormat(&line, ", sent in zones %.1f MB, across zones %.1f MB, egress $%.4f",
-                        group[1] / 1e6, group[2] / 1e6, group[3]);
+  absl::StrAppendFormat(&line, ", sent in zones %.1f MB, across zones %.1f MB, egress $%.4f%s",
+                        group[1] / 1e6, group[2] / 1e6, group[3],
+                        elastic() ? " (this rank's times the members)" : "");
   absl::StrAppendFormat(&json,
                         ", \"bytes_in_zones\": %.0f, \"bytes_across_zones\": %.0f, "
                         "\"egress_usd\": %.6f}",

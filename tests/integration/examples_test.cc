@@ -147,9 +147,11 @@ TEST(TrainCv, CollaborativeOptimizerStepsWithTheGroup) {
 // per sync and int8 pseudo-gradients far fewer bytes cross between the zones. The bound is a
 // quarter of ddp's: the plan the tuner picks for the syncs moves the bytes by about 2x between
 // runs (measured 1/8 to 1/20 here).
-TEST(TrainCv, DiLoCoLearnsAndSendsAFractionOfDdpsBytes) {
+// An elastic run (ddp-ft) sums nothing over its ranks, so it reports one rank's bytes times the
+// members: as many as ddp's, whose ranks' are summed (it reported a quarter of them before).
+TEST(TrainCv, DiLoCoLearnsAndSendsAFractionOfDdpsBytesAndDdpFtAsMany) {
   std::map<std::string, std::string> lines;
-  for (const std::string sync : {"ddp", "diloco"}) {
+  for (const std::string sync : {"ddp", "ddp-ft", "diloco"}) {
     const std::string json = TempPath(sync + ".jsonl");
     std::remove(json.c_str());
     Outcome run = RunCommand(Cat(
@@ -164,6 +166,11 @@ TEST(TrainCv, DiLoCoLearnsAndSendsAFractionOfDdpsBytes) {
   EXPECT_GT(Field(diloco, "bytes_across_zones"), 0);
   EXPECT_LT(Field(diloco, "bytes_across_zones"), Field(lines["ddp"], "bytes_across_zones") / 4)
       << diloco << "\n"
+      << lines["ddp"];
+  EXPECT_NEAR(
+      Field(lines["ddp-ft"], "bytes_across_zones") / Field(lines["ddp"], "bytes_across_zones"), 1.0,
+      0.25)
+      << lines["ddp-ft"] << "\n"
       << lines["ddp"];
 }
 
