@@ -68,6 +68,12 @@ std::shared_ptr<const Group> CommunicatorImpl::group() const {
 
 namespace {
 
+// The process-wide settings a rank needs before its threads start.
+void PrepareProcess() {
+  RaiseDescriptorLimit();
+  SkipMutexCycleDetectionInReleaseBuilds();
+}
+
 // Binds this rank where options.bind and its local rank say (core/placement.h), the progress
 // threads near the interface that reaches the coordinator (`ip`'s); returns what it did, for
 // reports. A machine hwloc cannot read leaves the rank unbound, with the reason logged.
@@ -160,8 +166,7 @@ CallDescriptor AllReduceDescriptor(const Buffer& in, ReduceOp op,
 absl::StatusOr<std::unique_ptr<CommunicatorImpl>> CommunicatorImpl::Create(const Options& options) {
   if (absl::Status s = CheckAllReduceAlgorithmOption(options.algo); !s.ok()) return s;
   const absl::Time deadline = absl::Now() + options.connect_timeout;
-  RaiseDescriptorLimit();
-  SkipMutexCycleDetectionInReleaseBuilds();
+  PrepareProcess();
   absl::StatusOr<std::unique_ptr<CoordinatorClient>> client = CoordinatorClient::Connect(options);
   if (!client.ok()) return client.status();
   if (options.token.empty()) {
