@@ -12,10 +12,11 @@
 namespace hmc {
 
 // Debian builds its Abseil without NDEBUG, which leaves Abseil's lock-order cycle detection on:
-// every absl::Mutex::Lock then records the lock in a process-wide graph (about 7% of the CPU of a
-// 4-rank loopback all-reduce at 64 KiB). Builds of hmc with NDEBUG (Release, RelWithDebInfo, the
-// sanitizer builds; TSan finds lock-order inversions there) switch it off for the process; Debug
-// builds keep it. Called by whatever starts hmc's threads (a communicator, a coordinator).
+// every absl::Mutex::Lock then records the lock in a process-wide graph (`GraphCycles` in the
+// profile of a 4-rank loopback all-reduce; perf/RESULTS.md, "Ranks that share cores"). Builds of
+// hmc with NDEBUG (Release, RelWithDebInfo, the sanitizer builds; TSan finds lock-order inversions
+// there) switch it off for the process; Debug builds keep it. Called by whatever starts hmc's
+// threads (a communicator, a coordinator).
 void SkipMutexCycleDetectionInReleaseBuilds();
 
 // absl::Mutex as hmc uses it, visible to ThreadSanitizer. Debian's Abseil is a prebuilt shared

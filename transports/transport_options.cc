@@ -56,7 +56,8 @@ const OptionSpec<TransportOptions> kTransportOptions[] = {
      "not, 100 where they do."},
     {"pull_min_bytes", &TransportOptions::pull_min_bytes,
      "Messages this large to a peer on local sockets are copied once, by the receiver, straight "
-     "from the sender's memory (process_vm_readv); 0 turns this off."},
+     "from the sender's memory (process_vm_readv); 0 turns this off. The argument check's "
+     "messages are always streamed."},
     {"socket_buffer_bytes", &TransportOptions::socket_buffer_bytes,
      "SO_SNDBUF/SO_RCVBUF per socket; 0 keeps kernel autotuning."},
     {"tcp_congestion", &TransportOptions::tcp_congestion,
