@@ -1,33 +1,27 @@
 #!/bin/sh
-# Builds the libFuzzer targets (clang, ASan+UBSan) into build-fuzz/ and runs each one for
+# Builds the libFuzzer targets (clang, ASan+UBSan: scripts/asan_build.sh) and runs each one for
 # SECONDS (default 60) from its seed corpus, one after the other; stops at the first crash, leak
 # or timeout, which libFuzzer writes as crash-*/leak-*/timeout-* next to the corpus. New inputs
-# that found coverage go to build-fuzz/corpus/TARGET (the committed seeds stay as they are).
+# that found coverage go to build-asan/fuzz/corpus/TARGET (the committed seeds stay as they are).
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 set -eu
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 [ $# -gt 0 ] && shift
 targets=${*:-"frame_fuzz coordinator_fuzz channel_fuzz inventory_fuzz topology_fuzz codec_fuzz"}
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DHMC_SANITIZE=fuzzer -DHMC_WITH_GLOO=OFF -DHMC_WITH_MPI=OFF -DHMC_WITH_TORCH=OFF \
-  -DHMC_WITH_CUDA=OFF -DHMC_WITH_NCCL=OFF -DBUILD_TESTING=OFF > build-fuzz-configure.log 2>&1 || {
-  cat build-fuzz-configure.log
-  exit 1
-}
 # shellcheck disable=SC2086
-cmake --build build-fuzz --parallel --target $targets
+./scripts/asan_build.sh $targets
 for target in $targets; do
-  work=build-fuzz/corpus/$target
-  mkdir -p "$work" "build-fuzz/artifacts/$target"
+  work=build-asan/fuzz/corpus/$target
+  mkdir -p "$work" "build-asan/fuzz/artifacts/$target"
   echo "== $target: ${seconds}s"
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-    "build-fuzz/bin/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$target/" \
+    "build-asan/bin/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+    -max_len=65536 -print_final_stats=1 -artifact_prefix="build-asan/fuzz/artifacts/$target/" \
     "$work" "tests/fuzz/corpus/$target" 2>&1 |
     grep -E '^(stat::|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY|Done )' || true
-  if ls "build-fuzz/artifacts/$target/" | grep -q .; then
-    echo "$target: found $(ls "build-fuzz/artifacts/$target/")"
+  if ls "build-asan/fuzz/artifacts/$target/" | grep -q .; then
+    echo "$target: found $(ls "build-asan/fuzz/artifacts/$target/")"
     exit 1
   fi
 done

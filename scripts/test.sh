@@ -1,7 +1,8 @@
 #!/bin/sh
-# Builds and runs the whole test suite three ways: Release; ASan+UBSan; TSan on the transport,
-# coordinator and in-process collective tests (the multi-process ones run under ASan+UBSan).
-# Then each libFuzzer target runs briefly (scripts/fuzz.sh; longer runs are for hand or cron).
+# Builds and runs the whole test suite three ways: Release; ASan+UBSan (clang); TSan on the
+# transport, coordinator and in-process collective tests (the multi-process ones run under
+# ASan+UBSan). Then each libFuzzer target, from the ASan+UBSan build, runs briefly
+# (scripts/fuzz.sh; longer runs are for hand or cron).
 # The libtorch integration (ddp/, the training examples) is tested in the Release build only:
 # Debian's libtorch is not built with the sanitizers, so the sanitizer builds leave it out.
 set -eu
@@ -23,9 +24,7 @@ run_suite build
 elapsed
 
 echo "== ASan+UBSan build and tests"
-cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITIZE=address \
-  -DHMC_WITH_GLOO=OFF -DHMC_WITH_TORCH=OFF > /dev/null
-cmake --build build-asan --parallel
+./scripts/asan_build.sh
 elapsed
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_suite build-asan
@@ -42,7 +41,7 @@ UCX_MEM_EVENTS=no TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppress
   run_suite build-tsan -R 'ChannelContract|TcpTransport|ProvenLinkTransport|Coordinator|Inproc|HostReduce|HostilePeer|ForgedOffer|PointToPoint|ProtectedLink|ManInTheMiddle|LinkProtection|AverageRound|PartsOfDifferentSizes|WorkerPool|Work\.'
 elapsed
 
-echo "== fuzz targets (clang libFuzzer, ASan+UBSan), briefly from their committed seeds"
+echo "== fuzz targets (clang libFuzzer, the ASan+UBSan build's), briefly from their committed seeds"
 ./scripts/fuzz.sh 10
 elapsed
 

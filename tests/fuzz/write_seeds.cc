@@ -1,7 +1,7 @@
 // hmc-fuzz-seeds DIR: writes the seed inputs of the frame, coordinator and channel targets under
 // DIR/TARGET/, built with the real encoders, so that fuzzing starts from well-formed sessions.
-// (The inventory and topology targets start from the repository's own files; scripts/fuzz.sh
-// copies those.)
+// (The inventory and topology targets' seeds are copies of the repository's own files, committed
+// under tests/fuzz/corpus.)
 #include <cstdio>
 #include <filesystem>
 #include <fstream>

@@ -28,11 +28,7 @@ absl::StatusOr<int> RunRanks(int ranks, std::vector<std::string> args,
   return RunLocalGroup(spec);
 }
 
-#ifdef __SANITIZE_ADDRESS__
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
+constexpr bool kSanitized = HMC_SANITIZED;
 
 struct MatrixCase {
   int ranks;
