@@ -15,5 +15,8 @@ CC=clang CXX=clang++ cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWit
   cat build-asan-configure.log
   exit 1
 }
-# shellcheck disable=SC2086
-cmake --build build-asan --parallel ${*:+--target $*}
+if [ $# -gt 0 ]; then
+  cmake --build build-asan --parallel --target "$@"
+else
+  cmake --build build-asan --parallel
+fi

@@ -20,8 +20,9 @@ for target in $targets; do
     -max_len=65536 -print_final_stats=1 -artifact_prefix="build-asan/fuzz/artifacts/$target/" \
     "$work" "tests/fuzz/corpus/$target" 2>&1 |
     grep -E '^(stat::|#[0-9]+ +DONE|==[0-9]+==ERROR|SUMMARY|Done )' || true
-  if ls "build-asan/fuzz/artifacts/$target/" | grep -q .; then
-    echo "$target: found $(ls "build-asan/fuzz/artifacts/$target/")"
+  found=$(find "build-asan/fuzz/artifacts/$target" -type f)
+  if [ -n "$found" ]; then
+    echo "$target: found $found"
     exit 1
   fi
 done
