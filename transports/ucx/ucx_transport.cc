@@ -70,6 +70,9 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
 UcxTransport::~UcxTransport() {
   if (worker_ == nullptr) return;
   if (!shut_down_) Shutdown(absl::Now());
+  // A peer's late message (one of another world or epoch, say) must find no handler that reaches
+  // for the links after they are gone: the worker's thread runs until worker_ is destroyed.
+  worker_->RunAndWait([this] { delivering_ = false; });
   links_->Clear();
   links_.reset();
   worker_.reset();
@@ -83,11 +86,12 @@ ucs_status_t UcxTransport::ControlArrived(void* arg, const void* header, size_t 
       (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0) {
     return UCS_OK;
   }
+  auto* transport = static_cast<UcxTransport*>(arg);
+  if (!transport->delivering_) return UCS_OK;
   UcxControlHeader h;
   std::memcpy(&h, header, sizeof(h));
-  static_cast<UcxTransport*>(arg)->links_->OnControl(
-      h.from, static_cast<ControlMessage>(h.type),
-      std::span<const uint8_t>(static_cast<const uint8_t*>(data), length));
+  transport->links_->OnControl(h.from, static_cast<ControlMessage>(h.type),
+                               std::span<const uint8_t>(static_cast<const uint8_t*>(data), length));
   return UCS_OK;
 }
 
@@ -95,10 +99,12 @@ ucs_status_t UcxTransport::DataArrived(void* arg, const void* header, size_t hea
                                        void* data, size_t length,
                                        const ucp_am_recv_param_t* param) {
   if (header_length != sizeof(UcxDataHeader)) return UCS_OK;
+  auto* transport = static_cast<UcxTransport*>(arg);
+  if (!transport->delivering_) return UCS_OK;
   UcxDataHeader h;
   std::memcpy(&h, header, sizeof(h));
   // Data from a rank that did not prove the token is dropped.
-  UcxChannel* channel = static_cast<UcxTransport*>(arg)->links_->Proven(h.from);
+  UcxChannel* channel = transport->links_->Proven(h.from);
   if (channel == nullptr) return UCS_OK;
   return channel->OnData(h.tag, data, length, (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
 }

@@ -71,6 +71,9 @@ class UcxTransport final : public Transport {
   std::string host_;  // This host and network namespace, as addresses name it.
   std::string address_;
   bool shut_down_ = false;
+  // Whether the message handlers pass messages to links_; read and cleared on the worker's
+  // thread only, which runs the handlers, so that none reaches links_ once it is destroyed.
+  bool delivering_ = true;
 };
 
 }  // namespace hmc
