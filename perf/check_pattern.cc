@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <functional>
+#include <vector>
 
 #include "core/typed_values.h"
 
@@ -52,21 +55,61 @@ double ReferenceReduction(int ranks, size_t index, DType dtype, ReduceOp op) {
   return acc;
 }
 
+namespace {
+
+// `count` elements from one period of `value` rounded to dtype, the first period written element
+// by element and the rest copied from it.
+std::vector<uint8_t> Periodic(size_t count, DType dtype,
+                              const std::function<double(size_t)>& value) {
+  const size_t es = DTypeSize(dtype), period = std::min(count, kPatternPeriod);
+  std::vector<uint8_t> out(period * es);
+  for (size_t i = 0; i < period; ++i) StoreFromDouble(out.data(), i, dtype, value(i));
+  return out;
+}
+
+// How many of `count` elements differ from `value` rounded to dtype, compared a period at a time,
+// and element by element (as values: 0 and -0 are equal) only where a period's bytes differ.
+size_t CountPeriodicMismatches(const void* data, size_t count, DType dtype,
+                               const std::function<double(size_t)>& value) {
+  const std::vector<uint8_t> reference = Periodic(count, dtype, value);
+  const size_t es = DTypeSize(dtype), period = std::min(count, kPatternPeriod);
+  const auto* bytes = static_cast<const uint8_t*>(data);
+  size_t wrong = 0;
+  for (size_t start = 0; start < count; start += period) {
+    const size_t n = std::min(period, count - start);
+    if (std::memcmp(bytes + start * es, reference.data(), n * es) == 0) continue;
+    for (size_t i = 0; i < n; ++i) {
+      if (LoadAsDouble(bytes, start + i, dtype) != LoadAsDouble(reference.data(), i, dtype)) {
+        ++wrong;
+      }
+    }
+  }
+  return wrong;
+}
+
+}  // namespace
+
 void FillPattern(void* data, size_t count, DType dtype, int rank, ReduceOp op, size_t offset) {
-  for (size_t i = 0; i < count; ++i) {
-    StoreFromDouble(data, i, dtype, PatternValue(rank, offset + i, dtype, op));
+  const std::vector<uint8_t> period =
+      Periodic(count, dtype, [&](size_t i) { return PatternValue(rank, offset + i, dtype, op); });
+  auto* bytes = static_cast<uint8_t*>(data);
+  for (size_t done = 0; done < count * DTypeSize(dtype); done += period.size()) {
+    std::memcpy(bytes + done, period.data(),
+                std::min(period.size(), count * DTypeSize(dtype) - done));
   }
 }
 
-size_t CountMismatches(const void* data, size_t count, DType dtype,
-                       const std::function<double(size_t)>& expected) {
-  size_t wrong = 0;
-  uint64_t rounded_bits = 0;  // One element of scratch, wide enough for every dtype.
-  for (size_t i = 0; i < count; ++i) {
-    StoreFromDouble(&rounded_bits, 0, dtype, expected(i));
-    if (LoadAsDouble(data, i, dtype) != LoadAsDouble(&rounded_bits, 0, dtype)) ++wrong;
-  }
-  return wrong;
+size_t CountPatternMismatches(const void* data, size_t count, DType dtype, int rank, ReduceOp op,
+                              size_t offset) {
+  return CountPeriodicMismatches(
+      data, count, dtype, [&](size_t i) { return PatternValue(rank, offset + i, dtype, op); });
+}
+
+size_t CountReductionMismatches(const void* data, size_t count, DType dtype, int ranks, ReduceOp op,
+                                size_t offset) {
+  return CountPeriodicMismatches(data, count, dtype, [&](size_t i) {
+    return ReferenceReduction(ranks, offset + i, dtype, op);
+  });
 }
 
 }  // namespace hmc

@@ -2,7 +2,6 @@
 #define HMC_PERF_CHECK_PATTERN_H_
 
 #include <cstddef>
-#include <functional>
 
 #include "core/dtype.h"
 #include "core/reduce_op.h"
@@ -17,12 +16,21 @@ double PatternValue(int rank, size_t index, DType dtype, ReduceOp op);
 // The reduction of PatternValue over `ranks` at `index`, computed rank by rank in double.
 double ReferenceReduction(int ranks, size_t index, DType dtype, ReduceOp op);
 
+// Every pattern value, and so every reduction of them, repeats after this many indices (16 for
+// sum and average, 5 for product, 101 for min and max): fills and checks compute one period and
+// copy or compare the rest, which keeps 64 MiB checks cheap.
+inline constexpr size_t kPatternPeriod = 16 * 5 * 101;
+
 // Writes PatternValue(rank, offset + i) into count elements.
 void FillPattern(void* data, size_t count, DType dtype, int rank, ReduceOp op, size_t offset = 0);
 
-// How many of `count` elements differ from expected(i) rounded to dtype.
-size_t CountMismatches(const void* data, size_t count, DType dtype,
-                       const std::function<double(size_t)>& expected);
+// How many of `count` elements differ from PatternValue(rank, offset + i) rounded to dtype.
+size_t CountPatternMismatches(const void* data, size_t count, DType dtype, int rank, ReduceOp op,
+                              size_t offset = 0);
+
+// How many of `count` elements differ from ReferenceReduction(ranks, offset + i) rounded to dtype.
+size_t CountReductionMismatches(const void* data, size_t count, DType dtype, int ranks, ReduceOp op,
+                                size_t offset = 0);
 
 }  // namespace hmc
 

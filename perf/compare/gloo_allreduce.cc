@@ -109,10 +109,8 @@ int RunRank(int rank, int size, const std::string& store_path, const std::string
         hmc::FillPattern(data.data(), count, hmc::DType::kF32, rank, hmc::ReduceOp::kSum);
         barrier.run();
         algorithm->run();
-        wrong = static_cast<long long>(
-            hmc::CountMismatches(data.data(), count, hmc::DType::kF32, [&](size_t i) {
-              return hmc::ReferenceReduction(size, i, hmc::DType::kF32, hmc::ReduceOp::kSum);
-            }));
+        wrong = static_cast<long long>(hmc::CountReductionMismatches(
+            data.data(), count, hmc::DType::kF32, size, hmc::ReduceOp::kSum));
         wrong_total += static_cast<int>(wrong);
       }
       const double us = hmc::perf::Median(times);

@@ -46,10 +46,8 @@ long long RunSize(int rank, int size, const hmc::perf::Sweep& a, uint64_t bytes,
     hmc::FillPattern(data.data(), count, hmc::DType::kF32, rank, hmc::ReduceOp::kSum);
     MPI_Barrier(MPI_COMM_WORLD);
     MPI_Allreduce(MPI_IN_PLACE, data.data(), count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-    wrong = static_cast<long long>(
-        hmc::CountMismatches(data.data(), count, hmc::DType::kF32, [&](size_t i) {
-          return hmc::ReferenceReduction(size, i, hmc::DType::kF32, hmc::ReduceOp::kSum);
-        }));
+    wrong = static_cast<long long>(hmc::CountReductionMismatches(
+        data.data(), count, hmc::DType::kF32, size, hmc::ReduceOp::kSum));
     MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
   }
   if (rank == 0) {

@@ -53,87 +53,83 @@ class MatrixRunner {
   int calls() const { return calls_; }
 
   void AllReduce(const std::string& algo, DType dtype, ReduceOp op, size_t count, bool in_place) {
-    const size_t es = DTypeSize(dtype);
-    std::vector<uint8_t> in(count * es + 1), out(count * es + 1, 0xab);
-    FillPattern(in.data(), count, dtype, rank_, op);
-    uint8_t* dst = in_place ? in.data() : out.data();
+    uint8_t* in = Input(count, dtype, rank_, op);
+    uint8_t* dst = in_place ? in : Output(count, dtype);
     CallOptions call;
     call.algo = algo;
     absl::Status s =
-        comm_.AllReduce(Buffer{in.data(), count, dtype}, Buffer{dst, count, dtype}, op, call)
-            ->Wait();
+        comm_.AllReduce(Buffer{in, count, dtype}, Buffer{dst, count, dtype}, op, call)->Wait();
     Verify(absl::StrFormat("allreduce %s %s %s count=%d%s", algo, DTypeName(dtype),
                            ReduceOpName(op), count, in_place ? " in-place" : ""),
-           s, dst, count, dtype, [&](size_t i) { return ReferenceReduction(n_, i, dtype, op); });
+           s, dst, count, dtype,
+           [&] { return CountReductionMismatches(dst, count, dtype, n_, op); });
   }
 
   void ReduceScatter(DType dtype, ReduceOp op, size_t count) {
-    const size_t es = DTypeSize(dtype);
-    std::vector<uint8_t> in(count * n_ * es + 1), out(count * es + 1, 0xab);
-    FillPattern(in.data(), count * n_, dtype, rank_, op);
-    absl::Status s = comm_
-                         .ReduceScatter(Buffer{in.data(), count * n_, dtype},
-                                        Buffer{out.data(), count, dtype}, op)
-                         ->Wait();
+    uint8_t* in = Input(count * n_, dtype, rank_, op);
+    uint8_t* out = Output(count, dtype);
+    absl::Status s =
+        comm_.ReduceScatter(Buffer{in, count * n_, dtype}, Buffer{out, count, dtype}, op)->Wait();
     Verify(
         absl::StrFormat("reduce_scatter %s %s count=%d", DTypeName(dtype), ReduceOpName(op), count),
-        s, out.data(), count, dtype,
-        [&](size_t i) { return ReferenceReduction(n_, rank_ * count + i, dtype, op); },
+        s, out, count, dtype,
+        [&] { return CountReductionMismatches(out, count, dtype, n_, op, rank_ * count); },
         /*identical=*/false);
   }
 
   void AllGather(DType dtype, size_t count) {
-    const size_t es = DTypeSize(dtype);
-    std::vector<uint8_t> in(count * es + 1), out(count * n_ * es + 1, 0xab);
-    FillPattern(in.data(), count, dtype, rank_, ReduceOp::kSum);
+    uint8_t* in = Input(count, dtype, rank_, ReduceOp::kSum);
+    uint8_t* out = Output(count * n_, dtype);
     absl::Status s =
-        comm_.AllGather(Buffer{in.data(), count, dtype}, Buffer{out.data(), count * n_, dtype})
-            ->Wait();
-    Verify(absl::StrFormat("allgather %s count=%d", DTypeName(dtype), count), s, out.data(),
-           count * n_, dtype, [&](size_t i) {
-             return PatternValue(static_cast<int>(i / count), i % count, dtype, ReduceOp::kSum);
+        comm_.AllGather(Buffer{in, count, dtype}, Buffer{out, count * n_, dtype})->Wait();
+    Verify(absl::StrFormat("allgather %s count=%d", DTypeName(dtype), count), s, out, count * n_,
+           dtype, [&] {
+             size_t wrong = 0;  // Rank r's block holds r's values.
+             for (int r = 0; r < n_; ++r) {
+               wrong += CountPatternMismatches(out + r * count * DTypeSize(dtype), count, dtype, r,
+                                               ReduceOp::kSum);
+             }
+             return wrong;
            });
   }
 
   void Broadcast(DType dtype, size_t count, int root) {
-    const size_t es = DTypeSize(dtype);
-    std::vector<uint8_t> in(count * es + 1), out(count * es + 1, 0xab);
-    FillPattern(in.data(), count, dtype, rank_, ReduceOp::kSum);
+    uint8_t* in = Input(count, dtype, rank_, ReduceOp::kSum);
+    uint8_t* out = Output(count, dtype);
     absl::Status s =
-        comm_.Broadcast(Buffer{in.data(), count, dtype}, Buffer{out.data(), count, dtype}, root)
-            ->Wait();
-    Verify(absl::StrFormat("broadcast %s count=%d root=%d", DTypeName(dtype), count, root), s,
-           out.data(), count, dtype,
-           [&](size_t i) { return PatternValue(root, i, dtype, ReduceOp::kSum); });
+        comm_.Broadcast(Buffer{in, count, dtype}, Buffer{out, count, dtype}, root)->Wait();
+    Verify(absl::StrFormat("broadcast %s count=%d root=%d", DTypeName(dtype), count, root), s, out,
+           count, dtype,
+           [&] { return CountPatternMismatches(out, count, dtype, root, ReduceOp::kSum); });
   }
 
   // Every rank sends to the next and receives from the previous one (both posted at once).
   void SendRecv(DType dtype, size_t count) {
-    const size_t es = DTypeSize(dtype);
     const int next = (rank_ + 1) % n_, prev = (rank_ + n_ - 1) % n_;
-    std::vector<uint8_t> out(count * es + 1), in(count * es + 1, 0xab);
-    FillPattern(out.data(), count, dtype, rank_, ReduceOp::kSum);
-    auto sent = comm_.Send(Buffer{out.data(), count, dtype}, next);
-    auto received = comm_.Recv(Buffer{in.data(), count, dtype}, prev);
+    uint8_t* out = Input(count, dtype, rank_, ReduceOp::kSum);
+    uint8_t* in = Output(count, dtype);
+    auto sent = comm_.Send(Buffer{out, count, dtype}, next);
+    auto received = comm_.Recv(Buffer{in, count, dtype}, prev);
     absl::Status s = sent->Wait();
     if (s.ok()) s = received->Wait();
     Verify(
-        absl::StrFormat("sendrecv %s count=%d", DTypeName(dtype), count), s, in.data(), count,
-        dtype, [&](size_t i) { return PatternValue(prev, i, dtype, ReduceOp::kSum); },
+        absl::StrFormat("sendrecv %s count=%d", DTypeName(dtype), count), s, in, count, dtype,
+        [&] { return CountPatternMismatches(in, count, dtype, prev, ReduceOp::kSum); },
         /*identical=*/false);
   }
 
  private:
-  // `identical`: every rank must hold the same bytes (all but reduce-scatter).
+  // `count_wrong` counts the elements that differ from the reference; `identical`: every rank
+  // must hold the same bytes (all but reduce-scatter and send/receive).
   void Verify(const std::string& what, const absl::Status& status, const uint8_t* data,
-              size_t count, DType dtype, const std::function<double(size_t)>& expected,
+              size_t count, DType dtype, const std::function<size_t()>& count_wrong,
               bool identical = true) {
     ++calls_;
     if (!status.ok()) {
       Fail(what, std::string(status.message()));
       return;
     }
-    const size_t wrong = CountMismatches(data, count, dtype, expected);
+    const size_t wrong = count_wrong();
     if (wrong > 0)
       Fail(what, absl::StrFormat("%d of %d elements differ from the reference", wrong, count));
     if (!identical) return;
@@ -162,9 +158,26 @@ class MatrixRunner {
     std::fprintf(stderr, "rank %d: FAILED %s: %s\n", rank_, what.c_str(), why.c_str());
   }
 
+  // The calls' buffers, kept from call to call so that large ones are not faulted in afresh. The
+  // input holds `rank`'s pattern; the output starts as 0xab in every byte, no result of the
+  // pattern on up to ten ranks, so an element left unwritten is a mismatch. One spare byte keeps
+  // data() non-null.
+  uint8_t* Input(size_t count, DType dtype, int rank, ReduceOp op) {
+    in_.resize(std::max(in_.size(), count * DTypeSize(dtype) + 1));
+    FillPattern(in_.data(), count, dtype, rank, op);
+    return in_.data();
+  }
+  uint8_t* Output(size_t count, DType dtype) {
+    const size_t bytes = count * DTypeSize(dtype) + 1;
+    out_.resize(std::max(out_.size(), bytes));
+    std::fill_n(out_.begin(), bytes, uint8_t{0xab});
+    return out_.data();
+  }
+
   Communicator& comm_;
   const int n_;
   const int rank_;
+  std::vector<uint8_t> in_, out_;
   int failures_ = 0;
   int calls_ = 0;
 };

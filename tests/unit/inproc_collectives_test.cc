@@ -55,10 +55,7 @@ TEST_P(InprocAllReduce, MatchesReferenceAndIsBitIdentical) {
                                               Buffer{out.data(), count, dtype}, op, call)
                                    ->Wait();
               ASSERT_TRUE(s.ok()) << s;
-              EXPECT_EQ(CountMismatches(
-                            out.data(), count, dtype,
-                            [&](size_t i) { return ReferenceReduction(c.ranks, i, dtype, op); }),
-                        0u)
+              EXPECT_EQ(CountReductionMismatches(out.data(), count, dtype, c.ranks, op), 0u)
                   << c.algo << " " << DTypeName(dtype) << " " << ReduceOpName(op) << " " << count;
             }
           }
@@ -202,26 +199,23 @@ TEST(InprocCollectives, HierarchicalLongVectorOverUnevenZones) {
   constexpr size_t kCount = (size_t{24} << 20) / sizeof(float) + 13;
   Options options;
   options.algo = "hierarchical";
-  RunGroup(6,
-           [&](int rank, Communicator& comm) {
-             for (DType dtype : {DType::kF32, DType::kBF16}) {
-               std::vector<uint8_t> data(kCount * DTypeSize(dtype));
-               FillPattern(data.data(), kCount, dtype, rank, ReduceOp::kSum);
-               Buffer b{data.data(), kCount, dtype};
-               auto work = comm.AllReduce(b, b, ReduceOp::kSum);
-               ASSERT_TRUE(work->Wait().ok());
-               EXPECT_EQ(CountMismatches(data.data(), kCount, dtype,
-                                         [&](size_t i) {
-                                           return ReferenceReduction(6, i, dtype, ReduceOp::kSum);
-                                         }),
-                         0u)
-                   << DTypeName(dtype);
-               // Every rank reports the same phases, the lone rank of zone c too.
-               ASSERT_EQ(work->report().phases.size(), 3u) << "rank " << rank;
-               EXPECT_EQ(work->report().phases[2].first, "gather in zone");
-             }
-           },
-           options, {"a", "a", "a", "b", "b", "c"});
+  RunGroup(
+      6,
+      [&](int rank, Communicator& comm) {
+        for (DType dtype : {DType::kF32, DType::kBF16}) {
+          std::vector<uint8_t> data(kCount * DTypeSize(dtype));
+          FillPattern(data.data(), kCount, dtype, rank, ReduceOp::kSum);
+          Buffer b{data.data(), kCount, dtype};
+          auto work = comm.AllReduce(b, b, ReduceOp::kSum);
+          ASSERT_TRUE(work->Wait().ok());
+          EXPECT_EQ(CountReductionMismatches(data.data(), kCount, dtype, 6, ReduceOp::kSum), 0u)
+              << DTypeName(dtype);
+          // Every rank reports the same phases, the lone rank of zone c too.
+          ASSERT_EQ(work->report().phases.size(), 3u) << "rank " << rank;
+          EXPECT_EQ(work->report().phases[2].first, "gather in zone");
+        }
+      },
+      options, {"a", "a", "a", "b", "b", "c"});
 }
 
 // Auto all-reduces of one size class try each candidate twice, then all ranks run the same fastest
@@ -239,10 +233,7 @@ TEST(InprocCollectives, AutoTriesEachCandidateThenEveryRankRunsTheFastest) {
           Buffer b{data.data(), kCount, DType::kF32};
           auto work = comm.AllReduce(b, b, ReduceOp::kSum);
           ASSERT_TRUE(work->Wait().ok());
-          EXPECT_EQ(CountMismatches(data.data(), kCount, DType::kF32,
-                                    [&](size_t i) {
-                                      return ReferenceReduction(4, i, DType::kF32, ReduceOp::kSum);
-                                    }),
+          EXPECT_EQ(CountReductionMismatches(data.data(), kCount, DType::kF32, 4, ReduceOp::kSum),
                     0u);
           ran.push_back(work->report().algorithm);
           if (call < 6) {
@@ -273,27 +264,19 @@ TEST(InprocCollectives, ReduceScatterAllGatherBroadcastBarrier) {
                                      ReduceOp::kMax)
                       ->Wait()
                       .ok());
-      EXPECT_EQ(CountMismatches(block.data(), count, DType::kF32,
-                                [&](size_t i) {
-                                  return ReferenceReduction(n, rank * count + i, DType::kF32,
-                                                            ReduceOp::kMax);
-                                }),
+      EXPECT_EQ(CountReductionMismatches(block.data(), count, DType::kF32, n, ReduceOp::kMax,
+                                         rank * count),
                 0u);
       ASSERT_TRUE(comm.AllGather(Buffer{block.data(), count}, Buffer{gathered.data(), count * n})
                       ->Wait()
                       .ok());
-      EXPECT_EQ(CountMismatches(gathered.data(), count * n, DType::kF32,
-                                [&](size_t i) {
-                                  return ReferenceReduction(n, i, DType::kF32, ReduceOp::kMax);
-                                }),
-                0u);
+      EXPECT_EQ(
+          CountReductionMismatches(gathered.data(), count * n, DType::kF32, n, ReduceOp::kMax), 0u);
       FillPattern(bcast.data(), count, DType::kF32, rank, ReduceOp::kSum);
       ASSERT_TRUE(comm.Broadcast(Buffer{bcast.data(), count}, Buffer{bcast.data(), count}, n - 1)
                       ->Wait()
                       .ok());
-      EXPECT_EQ(CountMismatches(
-                    bcast.data(), count, DType::kF32,
-                    [&](size_t i) { return PatternValue(n - 1, i, DType::kF32, ReduceOp::kSum); }),
+      EXPECT_EQ(CountPatternMismatches(bcast.data(), count, DType::kF32, n - 1, ReduceOp::kSum),
                 0u);
       EXPECT_TRUE(comm.Barrier()->Wait().ok());
     });
