@@ -3,6 +3,9 @@
 # transport, coordinator and in-process collective tests (the multi-process ones run under
 # ASan+UBSan). Then each libFuzzer target, from the ASan+UBSan build, runs briefly
 # (scripts/fuzz.sh; longer runs are for hand or cron).
+# The next build runs beside each stage's tests at the lowest priority (nice 19): the tests leave
+# about a fifth of the CPUs idle while they wait on peers and timeouts, and the build takes that
+# time without taking the tests' share. Its output goes to a log, shown when it fails.
 # The libtorch integration (ddp/, the training examples) is tested in the Release build only:
 # Debian's libtorch is not built with the sanitizers, so the sanitizer builds leave it out.
 set -eu
@@ -17,23 +20,43 @@ run_suite() {  # build-dir ctest-args...
   ctest --test-dir "$dir" --output-on-failure --timeout 900 -j "$jobs" "$@"
 }
 
-echo "== Release build and tests"
+build_pid=
+start_build() {  # log script: starts the script in its own process group, niced, in the background
+  setsid nice -n 19 "$2" > "$1" 2>&1 &
+  build_pid=$!
+}
+finish_build() {  # log: waits for the background build; shows its log if it failed
+  if ! wait "$build_pid"; then
+    cat "$1"
+    echo "the build failed (its log: $1)" >&2
+    exit 1
+  fi
+  build_pid=
+  tail -n 1 "$1"
+}
+stop_build() {  # on exit: a build still running (a stage failed) is stopped with its compilers
+  if [ -n "$build_pid" ]; then kill -- "-$build_pid" 2> /dev/null || true; fi
+}
+trap stop_build EXIT
+trap 'exit 1' INT TERM HUP
+
+echo "== Release build and tests (the ASan+UBSan build beside the tests)"
 ./scripts/build.sh
 elapsed
+start_build build-asan.log ./scripts/asan_build.sh
 run_suite build
 elapsed
 
-echo "== ASan+UBSan build and tests"
-./scripts/asan_build.sh
+echo "== ASan+UBSan tests (the TSan build beside them)"
+finish_build build-asan.log
 elapsed
+start_build build-tsan.log ./scripts/tsan_build.sh
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_suite build-asan
 elapsed
 
-echo "== TSan build and tests"
-cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITIZE=thread \
-  -DHMC_WITH_GLOO=OFF -DHMC_WITH_TORCH=OFF > /dev/null
-cmake --build build-tsan --parallel --target transport_test coordinator_test collectives_unit_test
+echo "== TSan tests"
+finish_build build-tsan.log
 elapsed
 # UCX_MEM_EVENTS=no: UCX's memory hooks (libucm patches madvise) crash under TSan's interceptors
 # when a thread exits; hmc needs no memory events (they serve UCX's RDMA registration cache).
