@@ -145,8 +145,9 @@ const char* CollectiveName(CollectiveKind kind) {
   return "unknown";
 }
 
-ArgumentCheck::ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine, const void* early)
-    : ctx_(ctx), mine_(mine), all_(ctx.Scratch(kSlotBytes * ctx.size())) {
+ArgumentCheck::ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine, const void* early,
+                             CheckExchange exchange)
+    : ctx_(ctx), mine_(mine), exchange_(exchange), all_(ctx.Scratch(kSlotBytes * ctx.size())) {
   uint8_t* own = all_ + kSlotBytes * ctx.rank();
   CallDescriptor sent = mine;
   if (early == nullptr) sent.early_bytes = 0;
@@ -154,10 +155,13 @@ ArgumentCheck::ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine,
   const uint64_t ride = sent.Ride();
   if (ride > 0) std::memcpy(own + kDescriptorBytes, early, ride);
   if (ctx.size() == 1) return;
-  // Eagerly: a pull of a descriptor with 64 KiB riding costs a round trip that a 2-rank call
-  // of 64 KiB waits for (51.1 µs pulled against 40.6 eagerly, perf/RESULTS.md).
-  sends_ = ctx.SendToMembers(Phase::kArgCheck, 0, own, kDescriptorBytes + ride,
-                             CollectiveContext::Delivery::kEager);
+  const bool direct = exchange_ == CheckExchange::kDirect;
+  if (direct) {
+    // Eagerly: a pull of a descriptor with 64 KiB riding costs a round trip that a 2-rank call
+    // of 64 KiB waits for (51.1 µs pulled against 40.6 eagerly, perf/RESULTS.md).
+    sends_ = ctx.SendToMembers(Phase::kArgCheck, 0, own, kDescriptorBytes + ride,
+                               CollectiveContext::Delivery::kEager);
+  }
   const auto* rest = static_cast<const uint8_t*>(early) + ride;
   if (sent.early_to < 0) {
     if (sent.early_bytes > ride) {
@@ -170,35 +174,87 @@ ArgumentCheck::ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine,
       rest += length;
     }
   }
-  for (int peer = 0; peer < ctx.size(); ++peer) {
+  for (int peer = 0; direct && peer < ctx.size(); ++peer) {
     if (peer == ctx.rank()) continue;
     receives_.push_back(
         ctx.RecvUpTo(peer, Phase::kArgCheck, 0, 0, all_ + kSlotBytes * peer, kSlotBytes));
   }
 }
 
-absl::Status ArgumentCheck::Verdict(std::vector<CallDescriptor>* all_descriptors) {
-  const int n = ctx_.size();
-  if (all_descriptors != nullptr) all_descriptors->assign(n, mine_);
-  if (n == 1) return absl::OkStatus();
+size_t ArgumentCheck::SlotLength(const uint8_t* slot) const {
+  return kDescriptorBytes + DecodeShared(mine_, slot).Ride();
+}
+
+absl::Status ArgumentCheck::AwaitDirect() {
   std::vector<CollectiveContext::Pending> pending = receives_;
   pending.insert(pending.end(), sends_.begin(), sends_.end());  // Not the rest: the run waits.
   if (absl::Status s = ctx_.WaitAll(pending); !s.ok()) return s;
   // A member's message is its descriptor and as much of its early data as the descriptor says.
   size_t next = 0;
-  for (int peer = 0; peer < n; ++peer) {
+  for (int peer = 0; peer < ctx_.size(); ++peer) {
     if (peer == ctx_.rank()) continue;
-    const CollectiveContext::Pending& received = receives_[next++];
-    const uint8_t* theirs = slot(peer);
-    const size_t length = received.request->bytes();
-    if (length < kDescriptorBytes ||
-        length != kDescriptorBytes + DecodeShared(mine_, theirs).Ride()) {
+    const size_t length = receives_[next++].request->bytes();
+    if (length < kDescriptorBytes || length != SlotLength(slot(peer))) {
       return ctx_.PeerError(peer, absl::DataLossError(absl::StrFormat(
                                       "argument check message of %d bytes does not match its "
                                       "descriptor (a different build, or a corrupted message)",
                                       length)));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ArgumentCheck::ExchangeForwarded() {
+  const int n = ctx_.size(), r = ctx_.rank();
+  // Before each step this rank holds the slots of ranks r .. r+held-1 (mod n); it sends the first
+  // min(held, n-held) of them to the rank `held` below and receives as many from `held` above.
+  const size_t most = static_cast<size_t>(n / 2) * kSlotBytes;
+  uint8_t* out = ctx_.Scratch(most);
+  uint8_t* in = ctx_.Scratch(most);
+  uint32_t step = 0;
+  for (int held = 1; held < n; held *= 2, ++step) {
+    const int count = std::min(held, n - held);
+    const int to = (r - held + n) % n, from = (r + held) % n;
+    size_t length = 0;
+    for (int i = 0; i < count; ++i) {
+      const uint8_t* held_slot = slot((r + i) % n);
+      std::memcpy(out + length, held_slot, SlotLength(held_slot));
+      length += SlotLength(held_slot);
+    }
+    const CollectiveContext::Pending received =
+        ctx_.RecvUpTo(from, Phase::kArgCheck, step, 0, in, static_cast<size_t>(count) * kSlotBytes);
+    const CollectiveContext::Pending sent =
+        ctx_.Send(to, Phase::kArgCheck, step, 0, out, length, CollectiveContext::Delivery::kEager);
+    if (absl::Status s = ctx_.WaitAll({received, sent}); !s.ok()) return s;
+    // `from`'s message: the slots of ranks from .. from+count-1, each as long as it announces.
+    const size_t got = received.request->bytes();
+    size_t at = 0;
+    bool whole = true;
+    for (int i = 0; i < count && whole; ++i) {
+      whole = got - at >= kDescriptorBytes && got - at >= SlotLength(in + at);
+      if (!whole) break;
+      const size_t slot_length = SlotLength(in + at);
+      std::memcpy(all_ + kSlotBytes * ((from + i) % n), in + at, slot_length);
+      at += slot_length;
+    }
+    if (!whole || at != got) {
+      return ctx_.PeerError(from,
+                            absl::DataLossError(absl::StrFormat(
+                                "argument check message of %d bytes (step %d) does not hold the %d "
+                                "descriptors it should (a different build, or a corrupted message)",
+                                got, step, count)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ArgumentCheck::Verdict(std::vector<CallDescriptor>* all_descriptors) {
+  const int n = ctx_.size();
+  if (all_descriptors != nullptr) all_descriptors->assign(n, mine_);
+  if (n == 1) return absl::OkStatus();
+  const absl::Status exchanged =
+      exchange_ == CheckExchange::kDirect ? AwaitDirect() : ExchangeForwarded();
+  if (!exchanged.ok()) return exchanged;
   // Field offsets within the descriptor, in kFields order.
   const size_t offsets[] = {0, 1, 2, 3, 4, 8, 16, 20, 24, 40, 60, 19};
   const size_t sizes[] = {1, 1, 1, 1, 4, 8, 1, 4, 8, 8, 4, 1};

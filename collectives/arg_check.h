@@ -78,14 +78,28 @@ struct EarlyData {
   std::vector<std::span<const uint8_t>> ridden;
 };
 
-// Every rank sends its descriptor to every other (one exchange of small messages) and compares
-// them all, so every rank reaches the same verdict: OK, or InvalidArgument listing each field that
-// differs with every rank's value. With identical descriptors this doubles as a barrier.
-// The constructor posts the exchange, with this rank's early data (`early`, where
-// `mine.early_bytes` is set): its ride in the descriptor's messages, the rest after them.
+// How the descriptors (each with its ride) reach every member. Every member of a call must use
+// the same one.
+enum class CheckExchange {
+  // Each rank sends its own to every other: one message's latency, n-1 messages a rank.
+  kDirect,
+  // Bruck's all-gather: in step k each rank sends what it holds to the rank 2^k below and receives
+  // from the rank 2^k above, ceil(log2 n) messages a rank, as many latencies. For ranks that share
+  // CPUs, where each message costs the others CPU time more than its latency costs.
+  kForwarded,
+};
+
+// Every rank's descriptor reaches every other (one exchange of small messages, direct or
+// forwarded) and each rank compares them all, so every rank reaches the same verdict: OK, or
+// InvalidArgument listing each field that differs with every rank's value. With identical
+// descriptors this doubles as a barrier.
+// The constructor posts the direct exchange (the forwarded one runs in Verdict, step by step),
+// with this rank's early data (`early`, where `mine.early_bytes` is set): its ride in the
+// descriptor's messages, the rest after them.
 class ArgumentCheck {
  public:
-  ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine, const void* early = nullptr);
+  ArgumentCheck(CollectiveContext& ctx, const CallDescriptor& mine, const void* early = nullptr,
+                CheckExchange exchange = CheckExchange::kDirect);
   // Waits for every member's descriptor and compares. `all`, if given, receives every rank's
   // descriptor (what is shared, not compared: Average's weights, who is stale, early bytes).
   absl::Status Verdict(std::vector<CallDescriptor>* all = nullptr);
@@ -98,11 +112,19 @@ class ArgumentCheck {
 
  private:
   const uint8_t* slot(int rank) const { return all_ + kSlotBytes * rank; }
+  // A descriptor message's length: the descriptor and the ride it announces.
+  size_t SlotLength(const uint8_t* slot) const;
+  // The direct exchange's messages, each checked against its descriptor.
+  absl::Status AwaitDirect();
+  // The forwarded exchange, every step; each message's descriptors parsed and checked.
+  absl::Status ExchangeForwarded();
+
   static constexpr size_t kDescriptorBytes = 72;
   static constexpr size_t kSlotBytes = kDescriptorBytes + kMaxRideBytes;
 
   CollectiveContext& ctx_;
   const CallDescriptor mine_;
+  const CheckExchange exchange_;
   uint8_t* all_;  // Every member's descriptor message (descriptor, then its ride), by rank.
   std::vector<CollectiveContext::Pending> sends_;       // The descriptor's messages.
   std::vector<CollectiveContext::Pending> rest_sends_;  // Early data beyond the ride.

@@ -43,6 +43,12 @@ const OptionSpec<CollectiveOptions> kCollectiveOptions[] = {
      "Compare count, dtype, op, root, algorithm and plan across ranks before any data is used "
      "(the one-shot's vector and the ring's first step travel with the check; a mismatch drops "
      "them)."},
+    {"check_exchange", &CollectiveOptions::check_exchange,
+     "How the argument check's messages (with the one-shot's vector) reach every member: direct "
+     "(each rank sends its own to every other: n-1 messages a rank, one latency) or forwarded "
+     "(Bruck's all-gather: ceil(log2 n) messages a rank, as many latencies). auto: forwarded "
+     "where every member runs on one host with fewer CPUs than members and no measured round "
+     "trip reaches 1 ms, where messages cost CPU more than latency; direct otherwise."},
     {"workers", &CollectiveOptions::workers,
      "Threads that run collectives; several may be in flight. A caller that waits for a "
      "collective no worker has started runs it itself."},
@@ -81,6 +87,10 @@ absl::Status CollectiveOptions::Validate() const {
     return absl::InvalidArgumentError(
         absl::StrFormat("local_rank=%d, local_size=%d: the local rank must be below the size",
                         local_rank, local_size));
+  }
+  if (check_exchange != "auto" && check_exchange != "direct" && check_exchange != "forwarded") {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("check_exchange=%s: must be auto, direct or forwarded", check_exchange));
   }
   if (workers < 1 || workers > 64) {
     return absl::InvalidArgumentError(absl::StrFormat("workers=%d: must be 1..64", workers));

@@ -27,6 +27,8 @@ struct CollectiveOptions {
   int64_t small_message_bytes = 256 << 10;
   int64_t chunk_bytes = 2 << 20;  // Pipeline segment.
   bool check_args = true;
+  // How the check's descriptors reach every member: auto, direct or forwarded (arg_check.h).
+  std::string check_exchange = "auto";
   int64_t workers = 2;  // Threads that run collectives (several may be in flight).
   // How long a collective is left for the thread that will wait for it before a worker runs it.
   absl::Duration waiter_grace = absl::Milliseconds(1);

@@ -361,13 +361,33 @@ absl::Status CommunicatorImpl::CheckBuffers(const Buffer& in, const Buffer& out,
   return absl::OkStatus();
 }
 
-absl::Status CommunicatorImpl::CheckArguments(
-    CollectiveContext& ctx, const CallDescriptor& descriptor, const absl::Status& local_check,
-    const EarlySend& send_early, std::vector<CallDescriptor>* descriptors, bool* verdict) const {
+CheckExchange CommunicatorImpl::CheckExchangeIn(const Group& g) const {
+  if (options_.check_exchange != "auto") {
+    return options_.check_exchange == "forwarded" ? CheckExchange::kForwarded
+                                                  : CheckExchange::kDirect;
+  }
+  // Forwarded only where every member shares one host's too few CPUs: each message then costs
+  // the others CPU time, and no step crosses a network whose latency a direct exchange saves.
+  // Ranks in network namespaces on one host (hmc-wanem's) share its name: the probe's round trips
+  // (the same on every member) tell an emulated network from one host's sockets.
+  const std::vector<PeerEntry>& members = g.peers.peers;
+  const bool one_host = std::all_of(members.begin(), members.end(), [&](const PeerEntry& p) {
+    return p.hostname == members.front().hostname;
+  });
+  const bool near = !g.links->measured() || g.links->LongestRtt() < 1.0;
+  return one_host && near && g.cpu_share < 1 ? CheckExchange::kForwarded : CheckExchange::kDirect;
+}
+
+absl::Status CommunicatorImpl::CheckArguments(CollectiveContext& ctx, const Group& g,
+                                              const CallDescriptor& descriptor,
+                                              const absl::Status& local_check,
+                                              const EarlySend& send_early,
+                                              std::vector<CallDescriptor>* descriptors,
+                                              bool* verdict) const {
   absl::Status checked;
   if (options_.check_args || descriptor.kind == CollectiveKind::kBarrier ||
       descriptors != nullptr) {
-    ArgumentCheck check(ctx, descriptor, send_early.data);
+    ArgumentCheck check(ctx, descriptor, send_early.data, CheckExchangeIn(g));
     checked = check.Verdict(descriptors);
     if (checked.ok() && send_early.into != nullptr) *send_early.into = check.Early();
     if (absl::IsInvalidArgument(checked)) {
@@ -450,7 +470,7 @@ std::shared_ptr<Work> CommunicatorImpl::Launch(std::shared_ptr<const Group> g,
         const absl::Time start = absl::Now();
         std::vector<CallDescriptor> descriptors;  // Every member's, for an averaging attempt.
         bool verdict = false;
-        absl::Status status = CheckArguments(ctx, descriptor, local_check, send_early,
+        absl::Status status = CheckArguments(ctx, *g, descriptor, local_check, send_early,
                                              attempt != nullptr ? &descriptors : nullptr, &verdict);
         report.check_time = absl::Now() - start;
         bool ran = false;

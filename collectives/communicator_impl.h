@@ -147,13 +147,16 @@ class CommunicatorImpl {
                                const CallOptions& call, Algorithm algorithm, size_t chunk_bytes = 0,
                                std::string plan_detail = "", AveragingAttempt* attempt = nullptr,
                                EarlySend send_early = {});
-  // The argument check of a call on the worker (with `send_early`, where set); `descriptors`
-  // (an averaging attempt's) gets every member's. OK, a mismatch on every rank (InvalidArgument;
-  // this rank's own reason where it has one), or the failure that ended the exchange; `verdict`:
-  // whether the outcome is the check's, the same on every rank.
-  absl::Status CheckArguments(CollectiveContext& ctx, const CallDescriptor& descriptor,
-                              const absl::Status& local_check, const EarlySend& send_early,
-                              std::vector<CallDescriptor>* descriptors, bool* verdict) const;
+  // The argument check of a call of `g` on the worker (with `send_early`, where set);
+  // `descriptors` (an averaging attempt's) gets every member's. OK, a mismatch on every rank
+  // (InvalidArgument; this rank's own reason where it has one), or the failure that ended the
+  // exchange; `verdict`: whether the outcome is the check's, the same on every rank.
+  absl::Status CheckArguments(CollectiveContext& ctx, const Group& g,
+                              const CallDescriptor& descriptor, const absl::Status& local_check,
+                              const EarlySend& send_early, std::vector<CallDescriptor>* descriptors,
+                              bool* verdict) const;
+  // How the check's messages travel in `g` (the check_exchange option; the same on every member).
+  CheckExchange CheckExchangeIn(const Group& g) const;
   // Before an averaging attempt's all-reduce: takes every member's weight from the argument check
   // and, when a member is stale, transfers the shared state.
   absl::Status PrepareAttempt(CollectiveContext& ctx, const std::vector<CallDescriptor>& all,

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <bit>
 #include <set>
 #include <thread>
 
@@ -538,6 +539,57 @@ TEST(InprocCollectives, AOneShotSendsItsDataInTheArgumentChecksMessages) {
             << count << " floats, rank " << from << " to rank " << to;
       }
     }
+  }
+}
+
+// Forwarded (Bruck's all-gather): each rank sends ceil(log2 n) messages for a one-shot whose
+// vector rides in them, whatever n; every rank ends with the sum, refuses a call whose counts
+// differ alike (every rank's count named), sums a vector larger than the ride, and nothing is left
+// on a link.
+TEST(InprocCollectives, AForwardedCheckSendsLog2NMessagesAndEveryRankGetsEveryDescriptor) {
+  for (const int n : {2, 3, 5, 8}) {
+    SCOPED_TRACE(testing::Message() << n << " ranks");
+    Options options;
+    options.check_exchange = "forwarded";
+    std::vector<std::vector<LinkStats>> stats(n);
+    std::vector<uint64_t> sent(n);
+    RunGroup(
+        n,
+        [&](int rank, Communicator& comm) {
+          CallOptions call;
+          call.algo = "one_shot";
+          std::vector<float> data = RankPattern(rank, 256);
+          Buffer buffer{data.data(), data.size(), DType::kF32};
+          const std::vector<LinkStats> before = comm.link_stats();
+          ASSERT_TRUE(comm.AllReduce(buffer, buffer, ReduceOp::kSum, call)->Wait().ok());
+          const std::vector<LinkStats> after = comm.link_stats();
+          for (int peer = 0; peer < n; ++peer) {
+            sent[rank] += after[peer].messages_sent - before[peer].messages_sent;
+          }
+          ExpectSumOfRankPatterns(data, n);
+          std::vector<float> odd(rank == n - 1 ? 99 : 100, 1.0f);
+          Buffer odd_buffer{odd.data(), odd.size(), DType::kF32};
+          const absl::Status s =
+              comm.AllReduce(odd_buffer, odd_buffer, ReduceOp::kSum, call)->Wait();
+          ASSERT_TRUE(absl::IsInvalidArgument(s)) << s;
+          EXPECT_TRUE(absl::StrContains(
+              s.message(), absl::StrFormat("rank 0=100, rank 1=%d", n == 2 ? 99 : 100)))
+              << s;
+          EXPECT_TRUE(absl::StrContains(s.message(), absl::StrFormat("rank %d=99)", n - 1))) << s;
+          std::vector<float> large = RankPattern(rank, 40000);
+          Buffer large_buffer{large.data(), large.size(), DType::kF32};
+          ASSERT_TRUE(
+              comm.AllReduce(large_buffer, large_buffer, ReduceOp::kSum, call)->Wait().ok());
+          ExpectSumOfRankPatterns(large, n);
+          ASSERT_TRUE(comm.Barrier()->Wait().ok());
+          stats[rank] = comm.link_stats();
+        },
+        options);
+    for (int rank = 0; rank < n; ++rank) {
+      EXPECT_EQ(sent[rank], static_cast<uint64_t>(std::bit_width(static_cast<unsigned>(n - 1))))
+          << "rank " << rank;
+    }
+    ExpectEveryLinkDrained(stats);
   }
 }
 
