@@ -5,7 +5,9 @@
 # (scripts/fuzz.sh; longer runs are for hand or cron).
 # The next build runs beside each stage's tests at the lowest priority (nice 19): the tests leave
 # about a fifth of the CPUs idle while they wait on peers and timeouts, and the build takes that
-# time without taking the tests' share. Its output goes to a log, shown when it fails.
+# time without taking the tests' share. Its output goes to a log, shown when it fails. The WAN
+# emulator's tests (label wan) run after it, alone: the emulator forwards every packet in user
+# space, and a link probe beside a build has timed out its TCP links.
 # The libtorch integration (ddp/, the training examples) is tested in the Release build only:
 # Debian's libtorch is not built with the sanitizers, so the sanitizer builds leave it out.
 set -eu
@@ -40,24 +42,27 @@ stop_build() {  # on exit: a build still running (a stage failed) is stopped wit
 trap stop_build EXIT
 trap 'exit 1' INT TERM HUP
 
-echo "== Release build and tests (the ASan+UBSan build beside the tests)"
+echo "== Release build and tests (the ASan+UBSan build beside them, but for the WAN emulator's)"
 ./scripts/build.sh
 elapsed
 start_build build-asan.log ./scripts/asan_build.sh
-run_suite build
+run_suite build -LE wan
+finish_build build-asan.log
+run_suite build -L wan
 elapsed
 
-echo "== ASan+UBSan tests (the TSan build beside them)"
-finish_build build-asan.log
-elapsed
+echo "== ASan+UBSan tests (the TSan build beside them, but for the WAN emulator's)"
 start_build build-tsan.log ./scripts/tsan_build.sh
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_suite build-asan
+asan_suite() {
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_suite build-asan "$@"
+}
+asan_suite -LE wan
+finish_build build-tsan.log
+asan_suite -L wan
 elapsed
 
 echo "== TSan tests"
-finish_build build-tsan.log
-elapsed
 # UCX_MEM_EVENTS=no: UCX's memory hooks (libucm patches madvise) crash under TSan's interceptors
 # when a thread exits; hmc needs no memory events (they serve UCX's RDMA registration cache).
 UCX_MEM_EVENTS=no TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$PWD/tests/tsan.supp" \
