@@ -593,6 +593,35 @@ TEST(InprocCollectives, AForwardedCheckSendsLog2NMessagesAndEveryRankGetsEveryDe
   }
 }
 
+// A forwarded check's message that does not hold the descriptors it announces (here 10 bytes
+// where one descriptor belongs) fails the call with an error naming its sender: nothing is read
+// past what arrived.
+TEST(InprocCollectives, AForwardedCheckMessageWithoutItsDescriptorsFailsNamingTheSender) {
+  auto fabric = std::make_shared<InprocFabric>();
+  const std::vector<PeerAddress> peers = {{0, "", ""}, {1, "", ""}};
+  InprocTransport transport0(fabric, 0), transport1(fabric, 1);
+  absl::StatusOr<std::vector<std::shared_ptr<Channel>>> raw;
+  std::thread connect([&] { raw = transport1.ConnectAll(1, peers, absl::InfiniteFuture()); });
+  auto channels = transport0.ConnectAll(0, peers, absl::InfiniteFuture());
+  connect.join();
+  ASSERT_TRUE(channels.ok() && raw.ok());
+  Options options;
+  options.check_exchange = "forwarded";
+  options.timeout = absl::Seconds(20);
+  auto comm = Communicator::CreateFromChannels(0, *channels, options);
+  const uint8_t garbage[10] = {};
+  const uint64_t tag = MakeTag(EpochSequence(comm->epoch(), 1), Phase::kArgCheck, 0, 0);
+  ASSERT_TRUE(
+      (*raw)[0]->Send(tag, garbage, sizeof(garbage))->Wait(absl::Now() + absl::Seconds(20)).ok());
+  std::vector<float> data(4, 1.0f);
+  const absl::Status s =
+      comm->AllReduce(Buffer{data.data(), 4}, Buffer{data.data(), 4}, ReduceOp::kSum)->Wait();
+  EXPECT_TRUE(absl::IsDataLoss(s)) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "rank 1")) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), "10 bytes (step 0) does not hold the 1 descriptors"))
+      << s;
+}
+
 TEST(InprocCollectives, DeadPeerFailsTheCallAndTheCommunicator) {
   auto fabric = std::make_shared<InprocFabric>();
   std::vector<PeerAddress> peers = {{0, "", ""}, {1, "", ""}, {2, "", ""}};
