@@ -57,8 +57,8 @@ double ReferenceReduction(int ranks, size_t index, DType dtype, ReduceOp op) {
 
 namespace {
 
-// `count` elements from one period of `value` rounded to dtype, the first period written element
-// by element and the rest copied from it.
+// The first period of `value` (at most `count` elements), each rounded to dtype: what the rest of
+// the elements repeat.
 std::vector<uint8_t> Periodic(size_t count, DType dtype,
                               const std::function<double(size_t)>& value) {
   const size_t es = DTypeSize(dtype), period = std::min(count, kPatternPeriod);
