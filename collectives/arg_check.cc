@@ -218,8 +218,9 @@ absl::Status ArgumentCheck::ExchangeForwarded() {
     size_t length = 0;
     for (int i = 0; i < count; ++i) {
       const uint8_t* held_slot = slot((r + i) % n);
-      std::memcpy(out + length, held_slot, SlotLength(held_slot));
-      length += SlotLength(held_slot);
+      const size_t slot_length = SlotLength(held_slot);
+      std::memcpy(out + length, held_slot, slot_length);
+      length += slot_length;
     }
     const CollectiveContext::Pending received =
         ctx_.RecvUpTo(from, Phase::kArgCheck, step, 0, in, static_cast<size_t>(count) * kSlotBytes);
@@ -229,15 +230,14 @@ absl::Status ArgumentCheck::ExchangeForwarded() {
     // `from`'s message: the slots of ranks from .. from+count-1, each as long as it announces.
     const size_t got = received.request->bytes();
     size_t at = 0;
-    bool whole = true;
-    for (int i = 0; i < count && whole; ++i) {
-      whole = got - at >= kDescriptorBytes && got - at >= SlotLength(in + at);
-      if (!whole) break;
+    int parsed = 0;
+    for (; parsed < count && got - at >= kDescriptorBytes; ++parsed) {
       const size_t slot_length = SlotLength(in + at);
-      std::memcpy(all_ + kSlotBytes * ((from + i) % n), in + at, slot_length);
+      if (got - at < slot_length) break;
+      std::memcpy(all_ + kSlotBytes * ((from + parsed) % n), in + at, slot_length);
       at += slot_length;
     }
-    if (!whole || at != got) {
+    if (parsed != count || at != got) {
       return ctx_.PeerError(from,
                             absl::DataLossError(absl::StrFormat(
                                 "argument check message of %d bytes (step %d) does not hold the %d "

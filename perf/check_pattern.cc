@@ -72,7 +72,7 @@ std::vector<uint8_t> Periodic(size_t count, DType dtype,
 size_t CountPeriodicMismatches(const void* data, size_t count, DType dtype,
                                const std::function<double(size_t)>& value) {
   const std::vector<uint8_t> reference = Periodic(count, dtype, value);
-  const size_t es = DTypeSize(dtype), period = std::min(count, kPatternPeriod);
+  const size_t es = DTypeSize(dtype), period = reference.size() / es;
   const auto* bytes = static_cast<const uint8_t*>(data);
   size_t wrong = 0;
   for (size_t start = 0; start < count; start += period) {
@@ -93,9 +93,9 @@ void FillPattern(void* data, size_t count, DType dtype, int rank, ReduceOp op, s
   const std::vector<uint8_t> period =
       Periodic(count, dtype, [&](size_t i) { return PatternValue(rank, offset + i, dtype, op); });
   auto* bytes = static_cast<uint8_t*>(data);
-  for (size_t done = 0; done < count * DTypeSize(dtype); done += period.size()) {
-    std::memcpy(bytes + done, period.data(),
-                std::min(period.size(), count * DTypeSize(dtype) - done));
+  const size_t total = count * DTypeSize(dtype);
+  for (size_t done = 0; done < total; done += period.size()) {
+    std::memcpy(bytes + done, period.data(), std::min(period.size(), total - done));
   }
 }
 
