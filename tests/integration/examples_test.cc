@@ -299,23 +299,26 @@ std::vector<pid_t> ProcessesWith(const std::string& entry) {
 // The story of a preempted machine: hmcrun --restart=on-failure runs train_cv (ddp-ft) on four
 // ranks; one is killed (SIGKILL) in the middle of epoch 1; the others go on, the restarted rank
 // joins with the group's parameters and optimizer state, and training ends as it would have.
+// Two thirds of the training images and half the test images: an epoch takes about 13 s alone,
+// and every rank of ddp-ft measures the model on all the test images it is given (the whole set
+// took a third of the test's 73 s). Two epochs reached 0.894 on them, 0.901 on the whole set.
 TEST(TrainCv, KilledRankIsRestartedAndRejoinsWithTheGroupsState) {
   const std::string json = TempPath("story.jsonl");
   const std::string output = TempPath("story.out");
   const std::string mark = absl::StrCat("HMC_STORY=", getpid());
   absl::StatusOr<Process> run = Process::Spawn(
       {HMC_HMCRUN_PATH, "--restart=on-failure", "-x", mark, HMC_TRAIN_CV_PATH, "--sync=ddp-ft",
-       "--json=" + json},
+       "--json=" + json, "--max_train_samples=40000", "--max_test_samples=5000"},
       {"PATH=/usr/bin:/bin", absl::StrCat("HOME=", getenv("HOME") ? getenv("HOME") : "/")},
       {.output_path = output});
   ASSERT_TRUE(run.ok()) << run.status();
-  // Once the four ranks train (the group formed, and a few seconds of a ~20 s epoch went by),
-  // the rank in slot 2 dies.
+  // Once the four ranks train (the group formed, and a few seconds of epoch 1 went by), the rank
+  // in slot 2 dies. Its replacement starts in about 5 s, so it joins inside epoch 1 too.
   const absl::Time limit = absl::Now() + absl::Minutes(5);
   while (!absl::StrContains(ReadFile(output), "4 of 4") && absl::Now() < limit) {
     absl::SleepFor(absl::Milliseconds(100));
   }
-  absl::SleepFor(absl::Seconds(6));
+  absl::SleepFor(absl::Seconds(3));
   std::vector<pid_t> victims;
   const std::vector<pid_t> slot_two = ProcessesWith("HMC_RANK=2");
   for (pid_t pid : ProcessesWith(mark)) {
