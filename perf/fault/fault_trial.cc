@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
-#include <optional>
 #include <random>
 #include <sstream>
 
@@ -301,12 +300,12 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     bool consistent = true;
     // Every report must name the first one's contributors and weights, so one reference serves
     // them all (it sums a quarter million floats per contributor).
-    std::optional<uint64_t> expected_hash;
+    const uint64_t expected_hash = reports.empty()
+                                       ? 0
+                                       : ExpectedHash(round, reports.front().second.contributors,
+                                                      reports.front().second.weights, spec.count);
     for (const auto& [rank, c] : reports) {
       const CommittedRound& first = reports.front().second;
-      if (!expected_hash.has_value()) {
-        expected_hash = ExpectedHash(round, first.contributors, first.weights, spec.count);
-      }
       consistent &= c.epoch == first.epoch && c.contributors == first.contributors &&
                     c.weights == first.weights && c.hash == first.hash;
       for (size_t i = 0; i < c.contributors.size() && i < c.weights.size(); ++i) {
@@ -315,7 +314,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
         consistent &= c.weights[i] == RoundWeight(c.contributors[i], round) ||
                       (downloading && c.weights[i] == 0);
       }
-      consistent &= c.contributors.size() == c.weights.size() && c.hash == *expected_hash;
+      consistent &= c.contributors.size() == c.weights.size() && c.hash == expected_hash;
       if (!consistent) {
         result.problems.push_back(
             absl::StrFormat("round %d: rank %d reports %s", round, rank, c.ToLine()));
