@@ -301,7 +301,7 @@ std::vector<pid_t> ProcessesWith(const std::string& entry) {
 // joins with the group's parameters and optimizer state, and training ends as it would have.
 // Two thirds of the training images and half the test images: an epoch takes about 13 s alone,
 // and every rank of ddp-ft measures the model on all the test images it is given (the whole set
-// took a third of the test's 73 s). Two epochs reached 0.894 on them (all the images: 0.901).
+// took one process 5.1 s, 10 images 2.3 s). Two epochs reached 0.894 on them (all: 0.901).
 TEST(TrainCv, KilledRankIsRestartedAndRejoinsWithTheGroupsState) {
   const std::string json = TempPath("story.jsonl");
   const std::string output = TempPath("story.out");
