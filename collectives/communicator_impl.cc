@@ -294,7 +294,11 @@ CommunicatorImpl::~CommunicatorImpl() {
     stopping_ = true;
   }
   membership_thread_.join();
-  if (transport_ != nullptr && health().ok()) transport_->Shutdown(absl::Now() + absl::Seconds(5));
+  if (transport_ != nullptr && health().ok()) {
+    if (absl::Status s = transport_->Shutdown(absl::Now() + absl::Seconds(5)); !s.ok()) {
+      Logf("comm", "rank %d: leaving: %s", id_, s.message());
+    }
+  }
   // Each callback's thread is joined before what it touches goes away: the coordinator client's
   // thread first, then the transport's progress thread, then the channels.
   if (coordinator_ != nullptr) {

@@ -138,11 +138,13 @@ void PerLinkTransport::SetFailureCallback(FailureCallback callback) {
   for (auto& [kind, transport] : transports_) transport->SetFailureCallback(callback);
 }
 
-void PerLinkTransport::Shutdown(absl::Time deadline) {
-  // In reverse of the connecting order; every rank alike.
+absl::Status PerLinkTransport::Shutdown(absl::Time deadline) {
+  // In reverse of the connecting order; every rank alike. The first error, once all are shut.
+  absl::Status first;
   for (auto it = transports_.rbegin(); it != transports_.rend(); ++it) {
-    it->second->Shutdown(deadline);
+    first.Update(it->second->Shutdown(deadline));
   }
+  return first;
 }
 
 }  // namespace hmc

@@ -29,7 +29,7 @@ class PerLinkTransport final : public Transport {
       int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) override;
   std::vector<std::shared_ptr<Channel>> ExpectPeers(const std::vector<PeerAddress>& peers) override;
   void SetFailureCallback(FailureCallback callback) override;
-  void Shutdown(absl::Time deadline) override;
+  absl::Status Shutdown(absl::Time deadline) override;
 
   // Which transport the link to `peer` takes, and the part of its address that transport reads.
   struct Route {

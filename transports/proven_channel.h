@@ -47,6 +47,7 @@ class ProvenChannel : public Channel {
   bool hello_sent = false;     // Our proof, answering the peer's challenge.
   bool peer_proven = false;    // The peer's hello checked out (we sent Accept).
   bool peer_accepted = false;  // The peer accepted our hello.
+  bool goodbye_sent = false;   // Nothing is sent after it.
 
  protected:
   void SetStatus(const absl::Status& why) {

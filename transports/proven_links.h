@@ -109,39 +109,47 @@ class ProvenLinks {
     return it != links_.end() && it->second->peer_proven ? it->second.get() : nullptr;
   }
 
-  // Says goodbye on every link, waits (until the deadline) for the peers' goodbyes or their
-  // links' failure, then fails every link and runs `close` on it (on the progress thread).
-  // Returns what `close` returned, for the caller to wait on.
-  std::vector<RequestPtr> Shutdown(absl::Time deadline,
-                                   const std::function<RequestPtr(Link&, bool clean)>& close) {
+  // What a shutdown found: OK when every proven peer said goodbye (or its link failed) by the
+  // deadline, else DeadlineExceeded naming the others; and what each link's `close` returned, for
+  // the caller to wait on.
+  struct ShutdownOutcome {
+    absl::Status goodbyes;
+    std::vector<RequestPtr> closes;
+  };
+
+  // Says goodbye on every link that has not yet, waits (until the deadline) for the peers'
+  // goodbyes or their links' failure, then fails every link and runs `close` on it (on the
+  // progress thread).
+  ShutdownOutcome Shutdown(absl::Time deadline,
+                           const std::function<RequestPtr(Link&, bool clean)>& close) {
     thread_->RunAndWait([&] {
       for (auto& [rank, link] : links_) {
-        if (!link->failed() && link->peer_proven) {
+        if (!link->failed() && link->peer_proven && !link->goodbye_sent) {
           link->SendControl(ControlMessage::kGoodbye, {});
+          link->goodbye_sent = true;
         }
       }
     });
     // Bounded by the deadline: polls until every peer said goodbye or its link failed.
-    while (absl::Now() < deadline) {
-      bool all = true;
-      thread_->RunAndWait([&] {
-        for (auto& [rank, link] : links_) {
-          all = all && (link->failed() || link->got_goodbye() || !link->peer_proven);
-        }
-      });
-      if (all) break;
+    std::vector<std::string> silent = SilentPeers();
+    while (!silent.empty() && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(2));
+      silent = SilentPeers();
     }
-    std::vector<RequestPtr> closes;
+    ShutdownOutcome outcome;
+    if (!silent.empty()) {
+      outcome.goodbyes = absl::DeadlineExceededError(
+          absl::StrCat("no goodbye before the deadline from ", absl::StrJoin(silent, ", ")));
+    }
     thread_->RunAndWait([&] {
       for (auto& [rank, link] : links_) {
         const bool clean = !link->failed() && link->got_goodbye();
         link->Fail(link->Error("the transport shut down"), /*tell_peer=*/false,
                    /*notify=*/false);
-        closes.push_back(close(*link, clean));
+        outcome.closes.push_back(close(*link, clean));
       }
     });
-    return closes;
+    return outcome;
   }
 
   // Drops every link (on the progress thread); the transport's end.
@@ -168,6 +176,19 @@ class ProvenLinks {
       early_challenges_.erase(it);
     }
     return link;
+  }
+
+  // The proven peers whose links stand and who have not said goodbye.
+  std::vector<std::string> SilentPeers() {
+    std::vector<std::string> silent;
+    thread_->RunAndWait([&] {
+      for (auto& [rank, link] : links_) {
+        if (!link->failed() && !link->got_goodbye() && link->peer_proven) {
+          silent.push_back(link->peer_description());
+        }
+      }
+    });
+    return silent;
   }
 
   void OnLinkFailed(int rank, const absl::Status& why) {

@@ -149,8 +149,9 @@ class Transport {
   // Called from the transport's thread when a channel fails (once per channel).
   virtual void SetFailureCallback(FailureCallback callback) = 0;
   // Closes every channel gracefully: what is in flight is delivered and each side says goodbye,
-  // waiting at most until the deadline.
-  virtual void Shutdown(absl::Time deadline) = 0;
+  // waiting at most until the deadline. A peer that stays answers with its own goodbye as soon as
+  // it has read this side's. DeadlineExceeded names the peers that had not answered by then.
+  virtual absl::Status Shutdown(absl::Time deadline) = 0;
 };
 
 }  // namespace hmc

@@ -252,6 +252,38 @@ TEST_P(ChannelContract, CloseFailsPendingAndLaterRequestsAndTellsThePeerWhy) {
   EXPECT_TRUE(absl::StrContains(at_peer.message(), "closing for a test")) << at_peer;
 }
 
+// A rank that leaves while its peer stays. The peer answers its goodbye at once, so the leaver's
+// shutdown ends cleanly instead of at its deadline; what the leaver sent stays deliverable, and
+// the peer's later requests fail naming it. libfabric's peer does not answer before its own
+// shutdown (OfiChannel::OnGoodbye): the leaver's shutdown names it.
+TEST_P(ChannelContract, ALoneLeaverIsAnsweredAndWhatItSentStaysDeliverable) {
+  if (GetParam().inproc) GTEST_SKIP() << "in-process sends are copied eagerly: nothing to close";
+  Links links = Open(GetParam(), 2);
+  ASSERT_TRUE(links.connected());
+  // Small enough to go eagerly: the send completes before any receive is posted.
+  const std::vector<uint8_t> data = Pattern(1000, 4);
+  std::vector<uint8_t> got(data.size());
+  ASSERT_TRUE(links.channels[0][1]->Send(9, data.data(), data.size())->Wait(Soon()).ok());
+  const bool answered = !GetParam().ofi;
+  const absl::Status left =
+      links.transports[0]->Shutdown(answered ? Soon() : absl::Now() + absl::Seconds(1));
+  if (answered) {
+    EXPECT_TRUE(left.ok()) << left;
+  } else {
+    EXPECT_TRUE(absl::IsDeadlineExceeded(left) && absl::StrContains(left.message(), "rank 1"))
+        << left;
+  }
+  Channel& stayer = *links.channels[1][0];
+  ASSERT_TRUE(stayer.Recv(9, got.data(), got.size())->Wait(Soon()).ok());
+  EXPECT_EQ(got, data);
+  if (!answered) return;  // Its receives stay posted until its own shutdown.
+  for (const absl::Status& later : {stayer.Recv(10, got.data(), 1)->Wait(Soon()),
+                                    stayer.Send(11, data.data(), 1)->Wait(Soon())}) {
+    EXPECT_FALSE(later.ok());
+    EXPECT_TRUE(absl::StrContains(later.message(), "rank 0")) << later;
+  }
+}
+
 // What a communicator does when a membership epoch ends: tags below the floor are abandoned.
 // Pending receives fail with the reason; a message that arrived, or arrives later, is dropped (a
 // receive posted for it fails) and frees its memory; sends complete (the peer drops them); a

@@ -25,7 +25,7 @@ class AddressOnly final : public Transport {
     return {};
   }
   void SetFailureCallback(FailureCallback) override {}
-  void Shutdown(absl::Time) override {}
+  absl::Status Shutdown(absl::Time) override { return absl::OkStatus(); }
 
  private:
   std::string address_;

@@ -49,7 +49,8 @@ class InprocTransport final : public Transport {
       int rank, const std::vector<PeerAddress>& peers, absl::Time deadline) override;
   std::vector<std::shared_ptr<Channel>> ExpectPeers(const std::vector<PeerAddress>& peers) override;
   void SetFailureCallback(FailureCallback) override {}
-  void Shutdown(absl::Time) override {}  // Sends are copied eagerly: nothing is ever in flight.
+  // Sends are copied eagerly: nothing is ever in flight.
+  absl::Status Shutdown(absl::Time) override { return absl::OkStatus(); }
 
  private:
   std::shared_ptr<InprocFabric> fabric_;

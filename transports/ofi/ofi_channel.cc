@@ -292,7 +292,9 @@ void OfiChannel::ReleaseSends() {
 
 void OfiChannel::OnGoodbye() {
   // Control messages travel apart from tagged ones, so data the peer sent before its goodbye may
-  // still arrive: receives stay posted.
+  // still arrive: receives stay posted. For the same reason this side does not answer before its
+  // own shutdown: the answer would let the peer close its endpoint while what it sent may still
+  // be on its way here. So a peer that leaves alone waits out its shutdown's deadline.
   got_goodbye_ = true;
 }
 

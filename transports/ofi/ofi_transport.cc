@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<OfiTransport>> OfiTransport::Create(
 }
 
 OfiTransport::~OfiTransport() {
-  if (!shut_down_) Shutdown(absl::Now());
+  if (!shut_down_) Shutdown(absl::Now()).IgnoreError();  // Never shut down: no wait for goodbyes.
   links_->Clear();
   endpoint_.reset();  // Ends what is in flight, the control receives too, before they go.
   links_.reset();
@@ -91,10 +91,12 @@ void OfiTransport::ReceiveControl(size_t slot) {
       });
 }
 
-void OfiTransport::Shutdown(absl::Time deadline) {
-  if (shut_down_) return;
+absl::Status OfiTransport::Shutdown(absl::Time deadline) {
+  if (shut_down_) return absl::OkStatus();
   shut_down_ = true;
-  links_->Shutdown(deadline, [](OfiChannel&, bool) { return CompletedRequest(absl::OkStatus()); });
+  return links_
+      ->Shutdown(deadline, [](OfiChannel&, bool) { return CompletedRequest(absl::OkStatus()); })
+      .goodbyes;
 }
 
 }  // namespace hmc

@@ -49,7 +49,7 @@ class OfiTransport final : public Transport {
     links_->SetFailureCallback(std::move(callback));
   }
   // Says goodbye on every channel and waits (until the deadline) for the peers' goodbyes.
-  void Shutdown(absl::Time deadline) override;
+  absl::Status Shutdown(absl::Time deadline) override;
   // "tcp;ofi_rxm on lo", and ", registered buffers" where operations register theirs.
   std::string Describe() const { return endpoint_->Describe(); }
   uint64_t registrations() const { return endpoint_->registrations(); }

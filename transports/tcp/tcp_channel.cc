@@ -110,6 +110,8 @@ absl::Status TcpChannel::CanAttach(int index) const {
     return absl::AlreadyExistsError(absl::StrFormat("duplicate connection for stream %d", index));
   }
   if (failed_) return status();
+  // Its streams close one by one once both sides said goodbye: none may take their place.
+  if (shutting_down_) return absl::FailedPreconditionError("the channel is closing");
   return absl::OkStatus();
 }
 
@@ -175,6 +177,11 @@ bool TcpChannel::Ready(Stream& s) {
 void TcpChannel::OnEvent(int stream, uint32_t events) {
   Stream& s = *streams_[stream];
   if (!s.fd.valid() || !Ready(s)) return;
+  if (s.wrote_end && s.eof) {
+    // Ended both ways, all read and all sent: the kernel now reports a hang-up on every wait.
+    Unwatch(s);
+    return;
+  }
   if (s.paused && (events & (EPOLLERR | EPOLLHUP))) {
     // Level-triggered hang-ups would spin while reading is paused: the stream is lost.
     Fail(Error("connection lost while a message waited for its receive"), !shutting_down_);

@@ -51,6 +51,7 @@ void TcpChannel::WriteNotice(Stream& s, const std::vector<uint8_t>& frame) {
 
 void TcpChannel::SendControl(FrameType type, uint64_t tag, uint64_t total_bytes,
                              std::vector<uint8_t> payload) {
+  if (shutting_down_) return;  // The goodbyes are queued: nothing goes after them.
   Stream& s = *streams_[next_stream_++ % streams_.size()];
   OutFrame frame;
   FrameHeader header;
@@ -174,8 +175,8 @@ void TcpChannel::OnControlFrame(Stream& s) {
 void TcpChannel::PeerClosed() {
   // The peer said goodbye and ended its side of every stream: everything it will ever send has
   // arrived. Messages complete in memory stay deliverable; receives that nothing can satisfy any
-  // more fail, and so do offers to pull that it can no longer answer. Its read side may still be
-  // open (it waits for our goodbye), so queued sends go on.
+  // more fail, and so do offers to pull that it can no longer answer. Its read side is still
+  // open (it waits for our goodbye), so what is queued goes on; sends posted later fail.
   peer_closed_ = true;
   const absl::Status why = Error("the peer closed the channel");
   for (auto it = incoming_.begin(); it != incoming_.end();) {
@@ -191,6 +192,9 @@ void TcpChannel::PeerClosed() {
   for (auto& [tag, send] : pull_sends_) send.op->request->Complete(why);
   pull_sends_.clear();
   pull_offers_.clear();
+  // The peer waits for this side's goodbye before it closes (a close with unread data would reset
+  // the link): answer now, behind what is queued, instead of at this side's own shutdown.
+  BeginShutdown();
 }
 
 void TcpChannel::Fail(const absl::Status& why, bool notify) {

@@ -76,7 +76,8 @@ struct TcpChannel::Stream {
   uint64_t remaining = 0;
   bool paused = false;           // A header waits for memory or a posted receive.
   bool hold_told = false;        // The peer was told this side stopped reading (TellHold).
-  bool said_goodbye = false;     // This side sent its goodbye and shut down writing.
+  bool said_goodbye = false;     // This side queued its goodbye: nothing is sent after it.
+  bool wrote_end = false;        // The goodbye left and writing is shut down (SHUT_WR).
   bool got_goodbye = false;      // The peer said goodbye.
   std::vector<uint8_t> control;  // The payload of a control frame being read.
   bool eof = false;

@@ -23,7 +23,9 @@ namespace hmc {
 void TcpChannel::DoSend(uint64_t tag, const uint8_t* data, uint64_t bytes, bool may_pull,
                         RequestPtr request) {
   if (failed_ || shutting_down_) {
-    request->Complete(failed_ ? status() : Error("channel is shutting down"));
+    request->Complete(failed_        ? status()
+                      : peer_closed_ ? Error("the peer closed the channel")
+                                     : Error("channel is shutting down"));
     return;
   }
   if (Stale(tag)) {
@@ -193,8 +195,9 @@ void TcpChannel::Write(Stream& s) {
       s.queue.pop_front();
     }
   }
-  if (s.queue.empty() && s.said_goodbye && !s.io->pending_output()) {
+  if (s.queue.empty() && s.said_goodbye && !s.io->pending_output() && !s.wrote_end) {
     shutdown(s.fd.get(), SHUT_WR);
+    s.wrote_end = true;
   }
   UpdateInterest(s);
 }

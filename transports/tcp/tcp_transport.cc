@@ -660,7 +660,7 @@ EventLoop::Spin WaiterSpinFor(const TcpTransportConfig& config, int local_peers,
   return EventLoop::Spin{time, shared_cores};
 }
 
-void TcpTransport::Shutdown(absl::Time deadline) {
+absl::Status TcpTransport::Shutdown(absl::Time deadline) {
   auto done = std::make_shared<Request>();
   Post([this, done, deadline] {
     for (auto& channel : channels_) {
@@ -669,19 +669,23 @@ void TcpTransport::Shutdown(absl::Time deadline) {
     shutdown_request_ = done;
     shutdown_deadline_ = deadline;
   });
-  done->Wait(deadline + absl::Seconds(1)).IgnoreError();
+  return done->Wait(deadline + absl::Seconds(1));
 }
 
 void TcpTransport::CheckShutdown() {
   if (shutdown_request_ == nullptr) return;
-  bool complete = true;
+  std::vector<std::string> open;
   for (auto& channel : channels_) {
-    if (channel != nullptr && !channel->shutdown_complete()) complete = false;
+    if (channel != nullptr && !channel->shutdown_complete()) {
+      open.push_back(channel->peer_description());
+    }
   }
-  if (complete || absl::Now() >= shutdown_deadline_) {
-    shutdown_request_->Complete(absl::OkStatus());
-    shutdown_request_.reset();
-  }
+  if (!open.empty() && absl::Now() < shutdown_deadline_) return;
+  shutdown_request_->Complete(
+      open.empty() ? absl::OkStatus()
+                   : absl::DeadlineExceededError(absl::StrCat(
+                         "no goodbye before the deadline from ", absl::StrJoin(open, ", "))));
+  shutdown_request_.reset();
 }
 
 }  // namespace hmc

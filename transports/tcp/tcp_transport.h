@@ -86,8 +86,8 @@ class TcpTransport final : public Transport, private TcpLoop {
   void SetFailureCallback(FailureCallback callback) override;
 
   // Says goodbye on every stream and waits (until the deadline) for the peers' goodbyes, so that
-  // no data in flight is lost to a reset.
-  void Shutdown(absl::Time deadline) override;
+  // no data in flight is lost to a reset. A peer that stays answers at once (PeerClosed).
+  absl::Status Shutdown(absl::Time deadline) override;
   // Inbound connections refused so far: "ADDRESS: reason".
   std::vector<std::string> rejections() const;
   // The budget for messages that arrive before their receives (max_unexpected_bytes), as the

@@ -120,6 +120,11 @@ void UcxChannel::StartSend(uint64_t tag, const void* data, size_t bytes, Request
     request->Complete(status());
     return;
   }
+  if (goodbye_sent) {  // Nothing goes after it.
+    request->Complete(
+        Error(got_goodbye_ ? "the peer closed the channel" : "channel is shutting down"));
+    return;
+  }
   if (tag < floor_) {
     request->Complete(floor_why_);
     return;
@@ -311,6 +316,12 @@ void UcxChannel::OnGoodbye() {
   const absl::Status why = Error("the peer closed the channel");
   for (auto& [tag, posted] : posted_) posted.request->Complete(why);
   posted_.clear();
+  // The peer waits for this side's goodbye before it closes its endpoint: answer now, behind
+  // everything sent so far, instead of at this side's own shutdown.
+  if (!goodbye_sent) {
+    SendControl(ControlMessage::kGoodbye, {});
+    goodbye_sent = true;
+  }
 }
 
 RequestPtr UcxChannel::CloseEndpoint(bool force) {

@@ -69,7 +69,7 @@ absl::StatusOr<std::unique_ptr<UcxTransport>> UcxTransport::Create(
 
 UcxTransport::~UcxTransport() {
   if (worker_ == nullptr) return;
-  if (!shut_down_) Shutdown(absl::Now());
+  if (!shut_down_) Shutdown(absl::Now()).IgnoreError();  // Never shut down: no wait for goodbyes.
   // A peer's late message (one of another world or epoch, say) must find no handler that reaches
   // for the links after they are gone: the worker's thread runs until worker_ is destroyed.
   worker_->RunAndWait([this] { delivering_ = false; });
@@ -109,14 +109,15 @@ ucs_status_t UcxTransport::DataArrived(void* arg, const void* header, size_t hea
   return channel->OnData(h.tag, data, length, (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0);
 }
 
-void UcxTransport::Shutdown(absl::Time deadline) {
-  if (shut_down_) return;
+absl::Status UcxTransport::Shutdown(absl::Time deadline) {
+  if (shut_down_) return absl::OkStatus();
   shut_down_ = true;
-  const std::vector<RequestPtr> closes = links_->Shutdown(
+  const auto outcome = links_->Shutdown(
       deadline, [](UcxChannel& channel, bool clean) { return channel.CloseEndpoint(!clean); });
   // A flushing close waits for the peer; one that cannot finish is forced by the worker's end.
   const absl::Time close_deadline = std::max(deadline, absl::Now()) + absl::Seconds(2);
-  for (const RequestPtr& close : closes) close->Wait(close_deadline).IgnoreError();
+  for (const RequestPtr& close : outcome.closes) close->Wait(close_deadline).IgnoreError();
+  return outcome.goodbyes;
 }
 
 }  // namespace hmc

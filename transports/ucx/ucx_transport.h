@@ -56,7 +56,7 @@ class UcxTransport final : public Transport {
   }
   // Says goodbye on every channel, waits (until the deadline) for the peers' goodbyes, then
   // closes the endpoints, flushing what is in flight.
-  void Shutdown(absl::Time deadline) override;
+  absl::Status Shutdown(absl::Time deadline) override;
 
  private:
   explicit UcxTransport(const UcxTransportConfig& config) : config_(config) {}
