@@ -1,9 +1,12 @@
 #include "examples/train_cv/fashion_mnist.h"
 
-#include <ATen/ops/from_blob.h>
+#include <ATen/ops/empty.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <span>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,17 +15,37 @@
 namespace hmc::examples {
 namespace {
 
-// The whole decompressed file.
-absl::StatusOr<std::vector<uint8_t>> ReadGzip(const std::string& path) {
+// The uncompressed size that a gzip file's trailer records (modulo 2^32; 0 where unreadable).
+size_t GzipSizeHint(const std::string& path) {
+  std::FILE* file = std::fopen(path.c_str(), "rb");
+  if (file == nullptr) return 0;
+  uint8_t le[4] = {};
+  const bool read = std::fseek(file, -4, SEEK_END) == 0 && std::fread(le, 1, 4, file) == 4;
+  std::fclose(file);
+  return read ? (size_t{le[3]} << 24 | size_t{le[2]} << 16 | size_t{le[1]} << 8 | le[0]) : 0;
+}
+
+// The whole decompressed file, as a tensor of bytes: read straight into its memory, which is
+// sized from the trailer and grows if that was short (the training images are 47 MB).
+absl::StatusOr<at::Tensor> ReadGzip(const std::string& path) {
   gzFile file = gzopen(path.c_str(), "rb");
   if (file == nullptr) {
     return absl::NotFoundError(
         absl::StrCat("cannot open ", path, " (Debian's dataset-fashion-mnist installs it)"));
   }
-  std::vector<uint8_t> bytes;
-  uint8_t chunk[1 << 16];
+  // One byte more than the data, so that the read that finds its end needs no growth.
+  at::Tensor bytes =
+      at::empty({std::clamp<int64_t>(GzipSizeHint(path) + 1, 1 << 20, 256 << 20)}, at::kByte);
+  int64_t size = 0;
   int n;
-  while ((n = gzread(file, chunk, sizeof(chunk))) > 0) bytes.insert(bytes.end(), chunk, chunk + n);
+  while ((n = gzread(file, bytes.data_ptr<uint8_t>() + size,
+                     static_cast<unsigned>(bytes.numel() - size))) > 0) {
+    size += n;
+    if (size < bytes.numel()) continue;
+    at::Tensor larger = at::empty({2 * size}, at::kByte);
+    larger.narrow(0, 0, size).copy_(bytes);
+    bytes = larger;
+  }
   int error = Z_OK;
   const std::string message = gzerror(file, &error);  // Copied: gzclose frees it.
   gzclose(file);
@@ -30,7 +53,11 @@ absl::StatusOr<std::vector<uint8_t>> ReadGzip(const std::string& path) {
     // zlib's message already starts with the path.
     return absl::DataLossError(message.empty() ? absl::StrCat(path, ": read error") : message);
   }
-  return bytes;
+  return bytes.narrow(0, 0, size);
+}
+
+std::span<const uint8_t> BytesOf(const at::Tensor& bytes) {
+  return {bytes.data_ptr<uint8_t>(), static_cast<size_t>(bytes.numel())};
 }
 
 uint32_t BigEndian32(const uint8_t* p) {
@@ -38,7 +65,7 @@ uint32_t BigEndian32(const uint8_t* p) {
 }
 
 // An IDX file's dimensions and payload: magic 0x0000 08 D (unsigned bytes, D dimensions).
-absl::StatusOr<std::vector<int64_t>> ParseIdx(const std::vector<uint8_t>& bytes,
+absl::StatusOr<std::vector<int64_t>> ParseIdx(std::span<const uint8_t> bytes,
                                               const std::string& path, int dimensions,
                                               size_t* payload_offset) {
   const size_t header = 4 + 4 * static_cast<size_t>(dimensions);
@@ -70,16 +97,16 @@ absl::StatusOr<ImageSet> LoadFashionMnist(const std::string& dir, bool train) {
   const std::string prefix = absl::StrCat(dir, "/", train ? "train" : "t10k");
   const std::string images_path = prefix + "-images-idx3-ubyte.gz";
   const std::string labels_path = prefix + "-labels-idx1-ubyte.gz";
-  absl::StatusOr<std::vector<uint8_t>> images = ReadGzip(images_path);
+  absl::StatusOr<at::Tensor> images = ReadGzip(images_path);
   if (!images.ok()) return images.status();
-  absl::StatusOr<std::vector<uint8_t>> labels = ReadGzip(labels_path);
+  absl::StatusOr<at::Tensor> labels = ReadGzip(labels_path);
   if (!labels.ok()) return labels.status();
   size_t image_offset = 0, label_offset = 0;
   absl::StatusOr<std::vector<int64_t>> image_shape =
-      ParseIdx(*images, images_path, 3, &image_offset);
+      ParseIdx(BytesOf(*images), images_path, 3, &image_offset);
   if (!image_shape.ok()) return image_shape.status();
   absl::StatusOr<std::vector<int64_t>> label_shape =
-      ParseIdx(*labels, labels_path, 1, &label_offset);
+      ParseIdx(BytesOf(*labels), labels_path, 1, &label_offset);
   if (!label_shape.ok()) return label_shape.status();
   const int64_t n = (*image_shape)[0];
   if ((*label_shape)[0] != n || (*image_shape)[1] != 28 || (*image_shape)[2] != 28) {
@@ -88,13 +115,17 @@ absl::StatusOr<ImageSet> LoadFashionMnist(const std::string& dir, bool train) {
                                                (*image_shape)[2]));
   }
   ImageSet set;
-  set.images = at::from_blob(images->data() + image_offset, {n, 1, 28, 28}, at::kByte)
-                   .to(at::kFloat)
-                   .div_(255.0)
-                   .sub_(0.2860)  // Fashion-MNIST's pixel mean and deviation.
-                   .div_(0.3530);
-  set.labels = at::from_blob(labels->data() + label_offset, {n}, at::kByte).to(at::kLong);
+  set.images =
+      images->narrow(0, static_cast<int64_t>(image_offset), n * 28 * 28).view({n, 1, 28, 28});
+  set.labels = labels->narrow(0, static_cast<int64_t>(label_offset), n).to(at::kLong);
   return set;
+}
+
+at::Tensor Normalize(const at::Tensor& pixels) {
+  return pixels.to(at::kFloat)
+      .div_(255.0)
+      .sub_(0.2860)  // Fashion-MNIST's pixel mean and deviation.
+      .div_(0.3530);
 }
 
 }  // namespace hmc::examples

@@ -92,7 +92,7 @@ std::pair<double, double> Evaluate(ResNet& model, const ImageSet& test, Training
   const auto [shard, shards] = run.evaluation_share();
   for (int64_t begin = shard * 500; begin < n; begin += shards * 500) {
     const int64_t len = std::min<int64_t>(500, n - begin);
-    torch::Tensor logits = model->forward(test.images.narrow(0, begin, len));
+    torch::Tensor logits = model->forward(Normalize(test.images.narrow(0, begin, len)));
     torch::Tensor labels = test.labels.narrow(0, begin, len);
     correct += logits.argmax(1).eq(labels).sum().item<double>();
     loss +=
@@ -157,7 +157,7 @@ int Main() {
         }
         const torch::Tensor index = order.narrow(0, (slot % slots) * local_batch, local_batch);
         torch::Tensor loss = torch::nn::functional::cross_entropy(
-            model->forward(train.images.index_select(0, index)),
+            model->forward(Normalize(train.images.index_select(0, index))),
             train.labels.index_select(0, index));
         loss.backward();
         return loss.item<double>();
