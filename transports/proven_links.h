@@ -137,10 +137,7 @@ class ProvenLinks {
       silent = SilentPeers();
     }
     ShutdownOutcome outcome;
-    if (!silent.empty()) {
-      outcome.goodbyes = absl::DeadlineExceededError(
-          absl::StrCat("no goodbye before the deadline from ", absl::StrJoin(silent, ", ")));
-    }
+    outcome.goodbyes = MissingGoodbyes(silent);
     thread_->RunAndWait([&] {
       for (auto& [rank, link] : links_) {
         const bool clean = !link->failed() && link->got_goodbye();

@@ -11,6 +11,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "transports/request.h"
 
@@ -153,6 +155,14 @@ class Transport {
   // it has read this side's. DeadlineExceeded names the peers that had not answered by then.
   virtual absl::Status Shutdown(absl::Time deadline) = 0;
 };
+
+// What Shutdown returns where the peers in `silent` (their descriptions) had not said goodbye by
+// its deadline: OK when there are none.
+inline absl::Status MissingGoodbyes(const std::vector<std::string>& silent) {
+  if (silent.empty()) return absl::OkStatus();
+  return absl::DeadlineExceededError(
+      absl::StrCat("no goodbye before the deadline from ", absl::StrJoin(silent, ", ")));
+}
 
 }  // namespace hmc
 

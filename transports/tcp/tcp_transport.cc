@@ -681,10 +681,7 @@ void TcpTransport::CheckShutdown() {
     }
   }
   if (!open.empty() && absl::Now() < shutdown_deadline_) return;
-  shutdown_request_->Complete(
-      open.empty() ? absl::OkStatus()
-                   : absl::DeadlineExceededError(absl::StrCat(
-                         "no goodbye before the deadline from ", absl::StrJoin(open, ", "))));
+  shutdown_request_->Complete(MissingGoodbyes(open));
   shutdown_request_.reset();
 }
 
