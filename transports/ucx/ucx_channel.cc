@@ -136,6 +136,7 @@ void UcxChannel::StartSend(uint64_t tag, const void* data, size_t bytes, Request
   }
   auto* op =
       new InFlight{shared_from_this(), std::move(request), /*send=*/true, /*data=*/true, bytes};
+  ++sends_in_flight_;
   const UcxDataHeader header{tag, self_rank_, 0};
   std::memcpy(op->header, &header, sizeof(header));
   ucp_request_param_t p = HostParams(op);
@@ -242,6 +243,7 @@ void UcxChannel::Release(Arrival& arrival) {
 
 void UcxChannel::Finish(InFlight* op, ucs_status_t status, size_t length) {
   std::unique_ptr<InFlight> owned(op);
+  if (op->send && op->data) --sends_in_flight_;
   if (status == UCS_OK && op->data) {
     if (op->send) {
       CountSent(length);

@@ -59,6 +59,8 @@ class UcxChannel final : public ProvenChannel, public std::enable_shared_from_th
   RequestPtr CloseEndpoint(bool force);
   bool failed() const { return failed_; }
   bool got_goodbye() const { return got_goodbye_; }
+  // Data sends UCX has not completed (a rendezvous waits for the receiver to take its data).
+  int sends_in_flight() const { return sends_in_flight_; }
 
  private:
   struct Posted {
@@ -90,6 +92,7 @@ class UcxChannel final : public ProvenChannel, public std::enable_shared_from_th
   bool failed_ = false;
   bool got_goodbye_ = false;
   bool ready_done_ = false;
+  int sends_in_flight_ = 0;
   std::vector<std::function<void()>> before_ready_;  // Sends posted during the handshake.
   std::map<uint64_t, Posted> posted_;
   std::map<uint64_t, Arrival> arrived_;

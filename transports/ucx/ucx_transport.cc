@@ -112,8 +112,12 @@ ucs_status_t UcxTransport::DataArrived(void* arg, const void* header, size_t hea
 absl::Status UcxTransport::Shutdown(absl::Time deadline) {
   if (shut_down_) return absl::OkStatus();
   shut_down_ = true;
-  const auto outcome = links_->Shutdown(
-      deadline, [](UcxChannel& channel, bool clean) { return channel.CloseEndpoint(!clean); });
+  // A flushing close waits for every send; one that a receiver never took (a call that timed out)
+  // would hold it past the close's deadline, and UCX 1.13 aborts when the worker is destroyed
+  // with a flushing endpoint that still holds a request. So such links close by force.
+  const auto outcome = links_->Shutdown(deadline, [](UcxChannel& channel, bool clean) {
+    return channel.CloseEndpoint(!clean || channel.sends_in_flight() > 0);
+  });
   // A flushing close waits for the peer; one that cannot finish is forced by the worker's end.
   const absl::Time close_deadline = std::max(deadline, absl::Now()) + absl::Seconds(2);
   for (const RequestPtr& close : outcome.closes) close->Wait(close_deadline).IgnoreError();
