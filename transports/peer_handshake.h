@@ -48,7 +48,16 @@ std::string CheckHello(const HandshakeSettings& settings, int rank, int peer_ran
 //   void Fail(const absl::Status&, bool tell_peer, bool notify);
 //   absl::Status Error(const std::string& what) const;
 //   void OnReady();  void OnGoodbye();  bool failed() const;  int peer_rank() const;
-//   std::string nonce;  bool hello_sent, peer_proven, peer_accepted;
+//   std::string nonce;  bool hello_sent, peer_proven, peer_accepted, goodbye_sent;
+// Tells the peer that `channel` sends nothing more, once: at this side's shutdown, or in answer to
+// the peer's own goodbye.
+template <typename Link>
+void SayGoodbyeOnce(Link& channel) {
+  if (channel.goodbye_sent) return;
+  channel.SendControl(ControlMessage::kGoodbye, {});
+  channel.goodbye_sent = true;
+}
+
 // Handles one control message that arrived on `channel`.
 template <typename Link>
 void OnControlMessage(const HandshakeSettings& settings, int rank, Link& channel,

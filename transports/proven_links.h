@@ -124,10 +124,7 @@ class ProvenLinks {
                            const std::function<RequestPtr(Link&, bool clean)>& close) {
     thread_->RunAndWait([&] {
       for (auto& [rank, link] : links_) {
-        if (!link->failed() && link->peer_proven && !link->goodbye_sent) {
-          link->SendControl(ControlMessage::kGoodbye, {});
-          link->goodbye_sent = true;
-        }
+        if (!link->failed() && link->peer_proven) SayGoodbyeOnce(*link);
       }
     });
     // Bounded by the deadline: polls until every peer said goodbye or its link failed.

@@ -320,10 +320,7 @@ void UcxChannel::OnGoodbye() {
   posted_.clear();
   // The peer waits for this side's goodbye before it closes its endpoint: answer now, behind
   // everything sent so far, instead of at this side's own shutdown.
-  if (!goodbye_sent) {
-    SendControl(ControlMessage::kGoodbye, {});
-    goodbye_sent = true;
-  }
+  SayGoodbyeOnce(*this);
 }
 
 RequestPtr UcxChannel::CloseEndpoint(bool force) {

@@ -118,7 +118,7 @@ absl::Status UcxTransport::Shutdown(absl::Time deadline) {
   const auto outcome = links_->Shutdown(deadline, [](UcxChannel& channel, bool clean) {
     return channel.CloseEndpoint(!clean || channel.sends_in_flight() > 0);
   });
-  // A flushing close waits for the peer; one that cannot finish is forced by the worker's end.
+  // A flushing close waits for the peer, at most until close_deadline.
   const absl::Time close_deadline = std::max(deadline, absl::Now()) + absl::Seconds(2);
   for (const RequestPtr& close : outcome.closes) close->Wait(close_deadline).IgnoreError();
   return outcome.goodbyes;

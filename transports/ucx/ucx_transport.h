@@ -55,7 +55,8 @@ class UcxTransport final : public Transport {
     links_->SetFailureCallback(std::move(callback));
   }
   // Says goodbye on every channel, waits (until the deadline) for the peers' goodbyes, then
-  // closes the endpoints, flushing what is in flight.
+  // closes the endpoints: flushing what is in flight where the peer said goodbye and every send
+  // completed, by force otherwise.
   absl::Status Shutdown(absl::Time deadline) override;
 
  private:
