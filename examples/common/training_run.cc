@@ -215,6 +215,15 @@ int64_t TrainingRun::LocalBatch(int64_t global_batch) const {
 void TrainingRun::Train(int epochs, int64_t epoch_samples, int64_t local_batch,
                         const std::function<double(int epoch, int64_t slot)>& train_batch,
                         const std::function<Metrics()>& evaluate) {
+  // An epoch shorter than one step would train nothing and report the mean loss of no sample.
+  const bool collab = collab_ != nullptr;
+  const int64_t step_samples = collab ? settings_.target_batch : local_batch * world_;
+  if (epoch_samples < step_samples) {
+    throw std::runtime_error(absl::StrFormat(
+        "an epoch of %d samples holds no step of %d samples (%s): give it more samples or take "
+        "a smaller batch",
+        epoch_samples, step_samples, collab ? "--target_batch" : "--batch"));
+  }
   for (int epoch = first_epoch_; epoch < epochs; ++epoch) {
     const EpochStats stats = TrainEpoch(epoch, epoch_samples, local_batch, train_batch, evaluate);
     // A rank that joined learns the group's step in its first step: epochs it missed are over.

@@ -253,6 +253,20 @@ TEST(TrainCv, ProgressLinesOnlyWhereSomeoneWatches) {
   EXPECT_THAT(refused.output, HasSubstr("--progress=sometimes: auto, on or off"));
 }
 
+// An epoch must hold one step: one global batch (ddp), or the target batch (collab).
+TEST(TrainCv, AnEpochShorterThanOneStepIsAClearError) {
+  Outcome ddp = RunCommand({HMC_TRAIN_CV_PATH, "--json=", "--max_train_samples=64"});
+  EXPECT_EQ(ddp.code, 1);
+  EXPECT_THAT(ddp.output, HasSubstr("train_cv: an epoch of 64 samples holds no step of 128 "
+                                    "samples (--batch)"));
+  Outcome collab =
+      RunCommand({HMC_HMCRUN_PATH, "-np", "2", HMC_TRAIN_CV_PATH, "--json=", "--sync=collab",
+                  "--batch=64", "--max_train_samples=200"});
+  EXPECT_NE(collab.code, 0);
+  EXPECT_THAT(collab.output, HasSubstr("an epoch of 200 samples holds no step of 256 samples "
+                                       "(--target_batch)"));
+}
+
 TEST(TrainCv, MissingDataIsAClearError) {
   Outcome run = RunCommand({HMC_TRAIN_CV_PATH, "--data_dir=/nonexistent", "--json="});
   EXPECT_EQ(run.code, 1);
