@@ -118,10 +118,11 @@ int main(int argc, char** argv) {
         Bytes{1, 80, 200} + DataFrame(FrameType::kStreamHold, 0, 2, 1, 0, Bytes{0, 1}, true) +
             DataFrame(FrameType::kStreamHold, 0, 2, 1, 0, Bytes{0, 0}, true) +
             DataFrame(FrameType::kData, 1, large.size(), 1, 0, large, false));
+  PullOffer offer{4096, large.size(), 8192};
+  offer.identity.fill('i');
   Write(root / "channel_fuzz", "offer_and_close",
         Bytes{1, 80, 200} +
-            DataFrame(FrameType::kRendezvous, 1, large.size(), 1, 0,
-                      PullOffer{4096, large.size(), 8192, std::string(16, 'i')}.Serialize(), true) +
+            DataFrame(FrameType::kRendezvous, 1, large.size(), 1, 0, offer.Serialize(), true) +
             DataFrame(FrameType::kLeave, 0, 4, 1, 0, Bytes{'b', 'y', 'e', '!'}, true));
   // codec_fuzz: codec index, count byte (count = 7 * byte + 1), then an encoding of that many.
   const std::vector<std::string> specs = DefaultCodecSpecs();

@@ -8,6 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+
 namespace hmc {
 namespace {
 
@@ -44,7 +46,7 @@ PerLinkTransport Make(const std::string& spec, const std::string& zone = "a") {
 
 PeerAddress Peer(const std::string& zone, const std::string& links) {
   std::string address = kTcp;
-  if (!links.empty()) address += std::string(" ") + kUcx + " ucx_links=" + links;
+  if (!links.empty()) absl::StrAppend(&address, " ", kUcx, " ucx_links=", links);
   return PeerAddress{1, address, "rank 1", zone};
 }
 

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "core/auth.h"
@@ -43,21 +44,22 @@ std::vector<uint8_t> PullOffer::Serialize() const {
   w.Put<uint64_t>(address);
   w.Put<uint64_t>(bytes);
   w.Put<uint64_t>(registration);
-  w.PutString(identity);
+  w.PutString(absl::string_view(identity.data(), identity.size()));
   return w.bytes();
 }
 
 absl::StatusOr<PullOffer> PullOffer::Parse(std::span<const uint8_t> bytes) {
   WireReader r(bytes);
-  PullOffer o;
-  o.address = r.Get<uint64_t>();
-  o.bytes = r.Get<uint64_t>();
-  o.registration = r.Get<uint64_t>();
-  o.identity = r.GetString();
-  if (!r.done() || o.identity.size() != sizeof(PullRegistration::identity)) {
+  PullOffer offer;
+  offer.address = r.Get<uint64_t>();
+  offer.bytes = r.Get<uint64_t>();
+  offer.registration = r.Get<uint64_t>();
+  const std::string identity = r.GetString();
+  if (!r.done() || identity.size() != offer.identity.size()) {
     return absl::DataLossError("malformed offer to pull");
   }
-  return o;
+  std::memcpy(offer.identity.data(), identity.data(), identity.size());
+  return offer;
 }
 
 std::unique_ptr<PullRegistration> RegisterPull(uint64_t tag, const void* data, uint64_t bytes) {
@@ -70,9 +72,10 @@ std::unique_ptr<PullRegistration> RegisterPull(uint64_t tag, const void* data, u
 }
 
 PullOffer OfferOf(const PullRegistration& registration) {
-  return PullOffer{registration.address, registration.bytes,
-                   reinterpret_cast<uint64_t>(&registration),
-                   std::string(registration.identity, sizeof(registration.identity))};
+  PullOffer offer{registration.address, registration.bytes,
+                  reinterpret_cast<uint64_t>(&registration)};
+  std::memcpy(offer.identity.data(), registration.identity, offer.identity.size());
+  return offer;
 }
 
 absl::StatusOr<PeerProcess> PeerProcessOf(int unix_fd) {
@@ -100,7 +103,7 @@ absl::Status PullOffered(const PeerProcess& peer, uint64_t tag, const PullOffer&
       !s.ok()) {
     return s;
   }
-  if (std::memcmp(registered.identity, offer.identity.data(), sizeof(registered.identity)) != 0 ||
+  if (std::memcmp(registered.identity, offer.identity.data(), offer.identity.size()) != 0 ||
       registered.tag != tag || registered.address != offer.address ||
       registered.bytes != offer.bytes) {
     return absl::DataLossError(absl::StrFormat(

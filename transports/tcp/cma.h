@@ -3,10 +3,10 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
-#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -40,7 +40,7 @@ struct PullOffer {
   uint64_t address = 0;
   uint64_t bytes = 0;
   uint64_t registration = 0;
-  std::string identity;  // The registration's.
+  std::array<char, sizeof(PullRegistration::identity)> identity{};  // The registration's.
 
   std::vector<uint8_t> Serialize() const;
   static absl::StatusOr<PullOffer> Parse(std::span<const uint8_t> bytes);
