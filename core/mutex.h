@@ -1,11 +1,12 @@
 #ifndef HMC_CORE_MUTEX_H_
 #define HMC_CORE_MUTEX_H_
 
+#include "absl/base/config.h"
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 
-#if defined(__SANITIZE_THREAD__)
+#ifdef ABSL_HAVE_THREAD_SANITIZER
 #include <sanitizer/tsan_interface.h>
 #endif
 
@@ -21,9 +22,11 @@ void SkipMutexCycleDetectionInReleaseBuilds();
 
 // absl::Mutex as hmc uses it, visible to ThreadSanitizer. Debian's Abseil is a prebuilt shared
 // library without TSan instrumentation, so TSan cannot see the happens-before edges its Mutex
-// creates and reports every guarded access as a race. In TSan builds this wrapper announces them
-// (__tsan_acquire after taking the lock, __tsan_release before letting it go, also around the
-// condition checks Await runs under the lock); in other builds it adds nothing.
+// creates and reports every guarded access as a race. In TSan builds (GCC's or clang's: Abseil's
+// ABSL_HAVE_THREAD_SANITIZER knows both, while clang 14 does not define __SANITIZE_THREAD__) this
+// wrapper announces them (__tsan_acquire after taking the lock, __tsan_release before letting it
+// go, also around the condition checks Await runs under the lock); in other builds it adds
+// nothing.
 class ABSL_LOCKABLE Mutex {
  public:
   void Lock() ABSL_EXCLUSIVE_LOCK_FUNCTION() {
@@ -46,7 +49,7 @@ class ABSL_LOCKABLE Mutex {
   // As Await, but gives up at the deadline; returns whether the condition holds.
   bool AwaitWithDeadline(const absl::Condition& condition, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(this) {
-#if defined(__SANITIZE_THREAD__)
+#ifdef ABSL_HAVE_THREAD_SANITIZER
     struct Check {
       Mutex* mutex;
       const absl::Condition* condition;
@@ -70,12 +73,12 @@ class ABSL_LOCKABLE Mutex {
 
  private:
   void Acquired() {
-#if defined(__SANITIZE_THREAD__)
+#ifdef ABSL_HAVE_THREAD_SANITIZER
     __tsan_acquire(this);
 #endif
   }
   void Releasing() {
-#if defined(__SANITIZE_THREAD__)
+#ifdef ABSL_HAVE_THREAD_SANITIZER
     __tsan_release(this);
 #endif
   }
