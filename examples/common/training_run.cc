@@ -212,22 +212,26 @@ int64_t TrainingRun::LocalBatch(int64_t global_batch) const {
   return global_batch / world_;
 }
 
+int64_t TrainingRun::StepSamples(int64_t local_batch) const {
+  return collab_ != nullptr ? settings_.target_batch : local_batch * world_;
+}
+
 void TrainingRun::Train(int epochs, int64_t epoch_samples, int64_t local_batch,
                         const std::function<double(int epoch, int64_t slot)>& train_batch,
                         const std::function<Metrics()>& evaluate) {
   // An epoch shorter than one step would train nothing and report the mean loss of no sample.
-  const bool collab = collab_ != nullptr;
-  const int64_t step_samples = collab ? settings_.target_batch : local_batch * world_;
-  if (epoch_samples < step_samples) {
+  const int64_t steps = epoch_samples / StepSamples(local_batch);
+  if (steps == 0) {
     throw std::runtime_error(absl::StrFormat(
         "an epoch of %d samples holds no step of %d samples (%s): give it more samples or take "
         "a smaller batch",
-        epoch_samples, step_samples, collab ? "--target_batch" : "--batch"));
+        epoch_samples, StepSamples(local_batch),
+        collab_ != nullptr ? "--target_batch" : "--batch"));
   }
   for (int epoch = first_epoch_; epoch < epochs; ++epoch) {
     const EpochStats stats = TrainEpoch(epoch, epoch_samples, local_batch, train_batch, evaluate);
     // A rank that joined learns the group's step in its first step: epochs it missed are over.
-    if (elastic() && ddp_->step() > (epoch + 1) * (epoch_samples / (local_batch * world_))) {
+    if (elastic() && ddp_->step() > (epoch + 1) * steps) {
       continue;
     }
     ReportEpoch(epoch, stats, EvaluateModel(evaluate));
@@ -286,13 +290,13 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
                      EvaluateModel(evaluate));
     evaluating += absl::Now() - paused;
   };
+  const int64_t steps = epoch_samples / StepSamples(local_batch);  // The group's, this epoch.
   if (elastic()) {
     // The group's step count ends the epoch: every rank, a joiner too, sees the same one. Each
     // step's batch is the members' slots of it, by their rank in the current epoch. Inside the
     // epoch only the member that reports evaluates (the whole test set; nothing collective): the
     // others wait for it in their next round. Had every member evaluated, the reporter would
     // count the wait for the slowest one's evaluation as training.
-    const int64_t steps = epoch_samples / (local_batch * world_);
     const int64_t end = (epoch + 1) * steps;
     for (int64_t tries = 0; ddp_->step() < end && tries < 4 * steps + 100; ++tries) {
       if (train(ddp_->step() * comm_->size() + comm_->rank())) {
@@ -300,14 +304,12 @@ TrainingRun::EpochStats TrainingRun::TrainEpoch(
       }
     }
   } else if (collab_ == nullptr) {
-    const int64_t steps = epoch_samples / (local_batch * world_);
     for (int64_t step = 0; step < steps; ++step) {
       train(step * world_ + rank_);
       evaluate_inside(epoch * steps + step + 1, step + 1 == steps);
     }
   } else {
     // The group's step count ends the epoch; every rank sees the same one.
-    const int64_t steps = epoch_samples / settings_.target_batch;
     for (int64_t k = 0, taken = 0; taken < steps; ++k) {
       if (train(k * world_ + rank_)) ++taken;
     }

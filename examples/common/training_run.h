@@ -125,6 +125,9 @@ class TrainingRun {
   };
 
   TrainingRun(Settings settings, std::shared_ptr<Communicator> comm);
+  // The samples of one group step: the global batch (ddp, ddp-ft, ...) or the target batch
+  // (collab). An epoch of epoch_samples takes epoch_samples / StepSamples(local_batch) steps.
+  int64_t StepSamples(int64_t local_batch) const;
   EpochStats TrainEpoch(int epoch, int64_t epoch_samples, int64_t local_batch,
                         const std::function<double(int epoch, int64_t slot)>& train_batch,
                         const std::function<Metrics()>& evaluate);
