@@ -1,8 +1,9 @@
 // hmc-fault: the fault harness's long runs. For each fault type, runs --trials trials (a group of
 // --ranks ranks of hmc-fault-rank on loopback averaging --rounds rounds, one fault at a random
-// moment on a random rank) and prints, per fault type: hangs, inconsistent rounds, lost committed
-// rounds, and the recovery time (fault -> next round every survivor committed) as median, 90th
-// percentile and maximum. Exits 1 if any trial hung, disagreed or lost a round.
+// moment on a random rank) and prints, per fault type: hangs, ranks the fault did not hit that
+// failed, inconsistent rounds, lost committed rounds, and the recovery time (fault -> next round
+// every survivor committed) as median, 90th percentile and maximum. Exits 1 if any trial hung,
+// failed a rank the fault did not hit, disagreed or lost a round.
 //
 // With --wanem_prefix the ranks run on the hosts of a running hmc-wanem (spread over its hosts in
 // order, the coordinator on the first host), over the emulated WAN; `cut` then cuts the victim's
@@ -38,6 +39,8 @@ ABSL_FLAG(absl::Duration, stop_for, absl::Seconds(4), "How long a stopped rank s
 ABSL_FLAG(uint32_t, seed, 1, "Seed of the first trial (each trial adds one).");
 ABSL_FLAG(std::string, work_dir, "/tmp", "Where the ranks' output goes.");
 ABSL_FLAG(bool, verbose, false, "Print every trial's problems.");
+ABSL_FLAG(std::string, transport, "tcp",
+          "The ranks' transport (Options::transport: tcp, ucx, ofi, or per link class).");
 ABSL_FLAG(bool, at_creation, false,
           "Kills and stops land while the group measures its links at creation (the ranks "
           "probe their links), not after two rounds.");
@@ -88,17 +91,20 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "# %d ranks, %d rounds of %lld floats, pause %s, heartbeat timeout %s, state %lld "
-      "floats, %s\n",
+      "floats, %s, transport %s\n",
       absl::GetFlag(FLAGS_ranks), absl::GetFlag(FLAGS_rounds),
       static_cast<long long>(absl::GetFlag(FLAGS_count)),
       absl::FormatDuration(absl::GetFlag(FLAGS_pause)).c_str(),
       absl::FormatDuration(absl::GetFlag(FLAGS_heartbeat_timeout)).c_str(),
       static_cast<long long>(absl::GetFlag(FLAGS_state)),
-      prefix.empty() ? "loopback" : ("hmc-wanem " + prefix).c_str());
+      prefix.empty() ? "loopback" : ("hmc-wanem " + prefix).c_str(),
+      absl::GetFlag(FLAGS_transport).c_str());
   std::printf(
-      "| fault | trials | faults after the last round (no trial) | hangs | inconsistent rounds | "
-      "lost committed rounds | rounds tried twice | recovery median s | p90 s | max s |\n"
-      "|---|---|---|---|---|---|---|---|---|---|\n");
+      "| fault | trials | faults after the last round (no trial) | hangs | ranks not hit that "
+      "failed "
+      "| inconsistent rounds | lost committed rounds | rounds tried twice | recovery median s | "
+      "p90 s | max s |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n");
   bool clean = true;
   uint32_t seed = absl::GetFlag(FLAGS_seed);
   const std::vector<std::string> faults =
@@ -109,7 +115,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "hmc-fault: %s\n", kind.status().ToString().c_str());
       return 2;
     }
-    int hangs = 0, inconsistent = 0, lost = 0, too_late = 0, retried = 0;
+    int hangs = 0, failed = 0, inconsistent = 0, lost = 0, too_late = 0, retried = 0;
     std::vector<double> recovery;
     for (int t = 0; t < absl::GetFlag(FLAGS_trials); ++t) {
       hmc::fault::TrialSpec spec;
@@ -120,6 +126,7 @@ int main(int argc, char** argv) {
       spec.count = absl::GetFlag(FLAGS_count);
       spec.pause = absl::GetFlag(FLAGS_pause);
       spec.parts = absl::GetFlag(FLAGS_parts);
+      spec.transport = absl::GetFlag(FLAGS_transport);
       spec.fault = *kind;
       spec.seed = seed++;
       spec.heartbeat_timeout = absl::GetFlag(FLAGS_heartbeat_timeout);
@@ -156,6 +163,7 @@ int main(int argc, char** argv) {
         return 2;
       }
       hangs += r->hang ? 1 : 0;
+      failed += r->failed;
       too_late += r->too_late ? 1 : 0;
       inconsistent += r->inconsistent;
       lost += r->lost;
@@ -163,16 +171,17 @@ int main(int argc, char** argv) {
       if (r->recovery < absl::InfiniteDuration()) {
         recovery.push_back(absl::ToDoubleSeconds(r->recovery));
       }
-      if (absl::GetFlag(FLAGS_verbose) || r->hang || r->inconsistent > 0 || r->lost > 0) {
+      if (absl::GetFlag(FLAGS_verbose) || r->hang || r->failed > 0 || r->inconsistent > 0 ||
+          r->lost > 0) {
         for (const std::string& p : r->problems) {
           std::fprintf(stderr, "%s trial %d (seed %u, victim %d): %s\n", name.c_str(), t, spec.seed,
                        r->victim, p.c_str());
         }
       }
     }
-    clean &= hangs == 0 && inconsistent == 0 && lost == 0 && too_late == 0;
-    std::printf("| %s | %d | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f |\n", name.c_str(),
-                absl::GetFlag(FLAGS_trials), too_late, hangs, inconsistent, lost, retried,
+    clean &= hangs == 0 && failed == 0 && inconsistent == 0 && lost == 0 && too_late == 0;
+    std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f |\n", name.c_str(),
+                absl::GetFlag(FLAGS_trials), too_late, hangs, failed, inconsistent, lost, retried,
                 Percentile(recovery, 0.5), Percentile(recovery, 0.9), Percentile(recovery, 1.0));
     std::fflush(stdout);
   }

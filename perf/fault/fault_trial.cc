@@ -241,6 +241,7 @@ absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec) {
     const bool victim = is_victim(r);
     const bool finished = codes[r] == 0;
     if (!victim && !finished && codes[r] != -1) {
+      ++result.failed;
       result.problems.push_back(
           absl::StrFormat("rank %d exited %d:\n%s", r, codes[r],
                           output.substr(output.size() > 2000 ? output.size() - 2000 : 0)));

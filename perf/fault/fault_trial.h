@@ -69,6 +69,9 @@ struct TrialResult {
   bool hang = false;     // A rank that should have finished had not by the limit.
   int inconsistent = 0;  // Rounds whose reports differ, or differ from the expected average.
   int lost = 0;          // Rounds some surviving rank did not commit (a joiner: from its first on).
+  // Ranks the fault did not hit that ended with an error: the group removed a healthy member, or
+  // it gave up. They are no survivors, so their rounds count in neither `lost` nor `rounds`.
+  int failed = 0;
   // The victim had finished every round before the fault, or (at_creation) its Create had
   // returned: no trial.
   bool too_late = false;

@@ -246,8 +246,11 @@ void OfiChannel::Fail(const absl::Status& why, bool tell_peer, bool notify) {
   }
   CancelReceivesBelow(kEveryTag, why);
   for (void* drain : std::set<void*>(drains_)) endpoint_->Cancel(drain);
-  // Whatever the peer still sends is taken and dropped, so that its sends complete.
-  if (address_ != FI_ADDR_UNSPEC) Drain(0, kEveryTag, ++drain_generation_);
+  // Whatever a peer that lives on still sends is taken and dropped, so that its sends complete.
+  // Not where the connection broke or this transport shuts down: nobody waits for those sends,
+  // and rxm (libfabric 1.17) reads a rendezvous message whose connection closed through a null
+  // endpoint (SIGSEGV) when a receive, a drain's too, matches it.
+  if (tell_peer && address_ != FI_ADDR_UNSPEC) Drain(0, kEveryTag, ++drain_generation_);
   std::vector<std::function<void()>> sends = std::move(before_ready_);
   for (auto& send : sends) send();  // Each fails with `why`.
   ready_->Complete(why);            // Ignored where the handshake had finished.
