@@ -14,7 +14,15 @@ set -eu
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 start=$(date +%s)
-elapsed() { echo "   ($(($(date +%s) - start)) s since the start)"; }
+times_file=$(mktemp)
+# Wall time and the CPU time of every finished command (user + system, compilers and tests alike):
+# machines differ in speed between runs, and CPU seconds let runs on different ones be compared.
+elapsed() {
+  times > "$times_file"  # In this shell: a command substitution's subshell has other children.
+  cpu=$(awk 'NR == 2 { for (i = 1; i <= 2; i++) { split($i, t, "m"); s += t[1] * 60 + t[2] } }
+             END { printf "%d", s }' "$times_file")
+  echo "   ($(($(date +%s) - start)) s since the start, $cpu s of CPU)"
+}
 
 run_suite() {  # build-dir ctest-args...
   dir=$1
@@ -38,6 +46,7 @@ finish_build() {  # log: waits for the background build; shows its log if it fai
 }
 stop_build() {  # on exit: a build still running (a stage failed) is stopped with its compilers
   if [ -n "$build_pid" ]; then kill -- "-$build_pid" 2> /dev/null || true; fi
+  rm -f "$times_file"
 }
 trap stop_build EXIT
 trap 'exit 1' INT TERM HUP
