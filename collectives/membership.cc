@@ -117,18 +117,21 @@ void CommunicatorImpl::ApplyMembership(const PeerTable& table) {
     return;  // Nobody was lost: the calls in flight finish in their epoch.
   }
   Logf("comm", "rank %d: epoch %d -> %d: %s", id_, g->epoch, table.epoch, cause);
-  DiscardEpochsBefore(table.epoch, MembershipChangedError(g->epoch, table.epoch, cause));
   int alive = 0;
   for (const PeerEntry& p : table.peers) {
     alive += p.alive ? 1 : 0;
     const bool removed = !p.alive && !p.joining && p.failure != "left" && p.rank != id_;
     if (removed && p.rank < static_cast<int>(channels.size()) && channels[p.rank] != nullptr) {
       // Tells a member that is alive but was declared failed why nobody talks to it any more.
+      // Before the old epochs' tags are discarded: a closed link takes nothing more from its
+      // peer, where discarding takes and drops what each peer still sends. A dead peer's
+      // message, taken, is read from a connection that closed (libfabric's rxm crashes there).
       channels[p.rank]->Close(
           absl::UnavailableError(absl::StrFormat("%s was removed from the group at epoch %d: %s",
                                                  table.Describe(p.rank), table.epoch, p.failure)));
     }
   }
+  DiscardEpochsBefore(table.epoch, MembershipChangedError(g->epoch, table.epoch, cause));
   const PeerEntry& me = table.peers[id_];
   if (!me.alive) {
     Abort(absl::UnavailableError(absl::StrFormat(

@@ -90,7 +90,8 @@ void OfiChannel::StartSend(uint64_t tag, const void* data, size_t bytes, Request
           return;
         }
         if (!self->failed_) {
-          self->FailBroken(self->Error(absl::StrFormat("send failed: %s", fi_strerror(error))));
+          self->Fail(self->Error(absl::StrFormat("send failed: %s", fi_strerror(error))),
+                     /*tell_peer=*/false, /*notify=*/true);
         }
         request->Complete(self->status());
       });
@@ -138,7 +139,7 @@ void OfiChannel::OnReceived(const Receive& receive, int error, size_t length, si
   const bool truncated = error == FI_ETRUNC;
   if (error != 0 && !truncated) {
     const absl::Status why = Error(absl::StrFormat("receive failed: %s", fi_strerror(error)));
-    FailBroken(why);
+    Fail(why, /*tell_peer=*/false, /*notify=*/true);
     receive.request->Complete(status());
     return;
   }
@@ -164,11 +165,12 @@ void OfiChannel::CancelReceivesBelow(uint64_t floor, const absl::Status& why) {
 
 void OfiChannel::Drain(uint64_t tag, uint64_t ignore, uint64_t generation) {
   if (generation != drain_generation_) return;
+  if (drain_scratch_.empty()) drain_scratch_.resize(endpoint_->eager_limit());
   endpoint_->Start(
-      address_, {drain_scratch_, sizeof(drain_scratch_), FI_RECV},
+      address_, {drain_scratch_.data(), drain_scratch_.size(), FI_RECV},
       [this, tag, ignore](void* context, void* descriptor) {
         drains_.insert(context);
-        const ssize_t r = fi_trecv(endpoint_->ep(), drain_scratch_, sizeof(drain_scratch_),
+        const ssize_t r = fi_trecv(endpoint_->ep(), drain_scratch_.data(), drain_scratch_.size(),
                                    descriptor, address_, tag, ignore, context);
         if (r != 0) drains_.erase(context);
         return r;
@@ -246,20 +248,16 @@ void OfiChannel::Fail(const absl::Status& why, bool tell_peer, bool notify) {
   }
   CancelReceivesBelow(kEveryTag, why);
   for (void* drain : std::set<void*>(drains_)) endpoint_->Cancel(drain);
-  // Whatever a peer that lives on still sends is taken and dropped, so that its sends complete.
-  // Not where the connection broke or this transport shuts down: nobody waits for those sends,
-  // and rxm (libfabric 1.17) reads a rendezvous message whose connection closed through a null
-  // endpoint (SIGSEGV) when a receive, a drain's too, matches it.
-  if (tell_peer && address_ != FI_ADDR_UNSPEC) Drain(0, kEveryTag, ++drain_generation_);
   std::vector<std::function<void()>> sends = std::move(before_ready_);
   for (auto& send : sends) send();  // Each fails with `why`.
   ready_->Complete(why);            // Ignored where the handshake had finished.
   if (notify) on_failure_(peer_rank_, why);
-}
-
-void OfiChannel::FailBroken(const absl::Status& why) {
-  Fail(why, /*tell_peer=*/false, /*notify=*/true);
-  ReleaseSends();
+  // The connection broke, or the peer closed the link or refused this rank: nobody will take the
+  // sends the provider still holds (rxm completes a rendezvous send only once its receiver reads
+  // it). A failed link takes nothing more from its peer either, for the same reason the other
+  // way: it posts no receive, and no drain, that could take a message of a peer whose connection
+  // closed, which rxm (libfabric 1.17) would read through a null endpoint (SIGSEGV).
+  if (!tell_peer && notify) ReleaseSends();
 }
 
 void OfiChannel::Leave(const std::string& reason) {

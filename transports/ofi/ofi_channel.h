@@ -72,8 +72,7 @@ class OfiChannel final : public ProvenChannel, public std::enable_shared_from_th
   void StartReceive(uint64_t tag, void* data, size_t capacity, bool up_to, RequestPtr request);
   void StartSend(uint64_t tag, const void* data, size_t bytes, RequestPtr request);
   void OnReceived(const Receive& receive, int error, size_t length, size_t sent);
-  // Fails the link after the provider reported it broken: its sends can end at once.
-  void FailBroken(const absl::Status& why);
+
   // Sends the goodbye with `reason`; releases the sends if it fails (the peer is unreachable).
   void Leave(const std::string& reason);
   // While sends remain after Close: releases them once the provider has refused the goodbye for
@@ -98,7 +97,9 @@ class OfiChannel final : public ProvenChannel, public std::enable_shared_from_th
   std::map<void*, RequestPtr> sends_;  // Posted and not yet completed, by their op's context.
   std::set<void*> drains_;             // The drain receives posted now.
   uint64_t drain_generation_ = 0;      // Drains of an older generation are not posted again.
-  uint8_t drain_scratch_[64];          // Where drained messages land, truncated, unread.
+  // Where drained messages land, unread: the endpoint's eager limit, allocated with the first
+  // drain (longer messages are truncated into it).
+  std::vector<uint8_t> drain_scratch_;
   uint64_t floor_ = 0;
   absl::Status floor_why_;
 };

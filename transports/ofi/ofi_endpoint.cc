@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "core/log.h"
@@ -20,6 +22,20 @@ constexpr int kCompletionsPerRead = 16;
 // operations, refused until its link ends them, must not keep the thread spinning.
 constexpr absl::Duration kRetryAfter = absl::Microseconds(10);
 constexpr absl::Duration kLongestRetryAfter = absl::Milliseconds(1);
+
+// rxm's eager limit: its buffer size (16 KiB unless FI_OFI_RXM_BUFFER_SIZE says otherwise), or
+// FI_OFI_RXM_EAGER_LIMIT where set (the larger, so that a receive sized by it holds every eager
+// message whole). libfabric has no call that reports it.
+size_t RxmEagerLimit() {
+  size_t limit = 16 << 10;
+  for (const char* name : {"FI_OFI_RXM_BUFFER_SIZE", "FI_OFI_RXM_EAGER_LIMIT"}) {
+    size_t value = 0;
+    if (const char* set = std::getenv(name); set != nullptr && absl::SimpleAtoi(set, &value)) {
+      limit = std::max(limit, value);
+    }
+  }
+  return limit;
+}
 
 template <typename Fid>
 void CloseFid(Fid*& fid) {
@@ -83,6 +99,7 @@ absl::Status OfiEndpoint::Init(const OfiResources& resources) {
   register_memory_ = (modes & FI_MR_LOCAL) != 0 || resources.register_always;
   bind_memory_ = (modes & FI_MR_ENDPOINT) != 0;
   provider_keys_ = (modes & FI_MR_PROV_KEY) != 0;
+  eager_limit_ = RxmEagerLimit();
   if (int r = fi_fabric(info_->fabric_attr, &fabric_, nullptr); r != 0) {
     return OfiError(r, "libfabric: fi_fabric");
   }

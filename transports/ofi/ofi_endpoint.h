@@ -91,6 +91,10 @@ class OfiEndpoint {
   // Buffers registered so far (any thread).
   uint64_t registrations() const { return registrations_.load(std::memory_order_relaxed); }
   ProgressThread& thread() { return thread_; }
+  // The longest message rxm may deliver straight into a posted receive (its eager limit). A
+  // receive that may truncate a message must hold that much: rxm over tcp breaks the connection
+  // where a receive truncates an eager message. Longer ones (rxm's rendezvous) truncate cleanly.
+  size_t eager_limit() const { return eager_limit_; }
 
   // The rest runs on the progress thread.
   absl::StatusOr<fi_addr_t> Insert(const std::string& name);
@@ -148,7 +152,8 @@ class OfiEndpoint {
   bool register_memory_ = false;
   bool bind_memory_ = false;    // FI_MR_ENDPOINT: a registration is bound to the endpoint.
   bool provider_keys_ = false;  // FI_MR_PROV_KEY; else hmc picks keys unique in the domain.
-  uint64_t next_key_ = 1;       // Progress thread only.
+  size_t eager_limit_ = 0;
+  uint64_t next_key_ = 1;  // Progress thread only.
   std::atomic<uint64_t> registrations_{0};
   struct HeldBack {
     std::deque<Deferred> ops;  // Oldest first.
