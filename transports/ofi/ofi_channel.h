@@ -72,7 +72,6 @@ class OfiChannel final : public ProvenChannel, public std::enable_shared_from_th
   void StartReceive(uint64_t tag, void* data, size_t capacity, bool up_to, RequestPtr request);
   void StartSend(uint64_t tag, const void* data, size_t bytes, RequestPtr request);
   void OnReceived(const Receive& receive, int error, size_t length, size_t sent);
-
   // Sends the goodbye with `reason`; releases the sends if it fails (the peer is unreachable).
   void Leave(const std::string& reason);
   // While sends remain after Close: releases them once the provider has refused the goodbye for

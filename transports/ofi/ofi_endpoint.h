@@ -152,8 +152,8 @@ class OfiEndpoint {
   bool register_memory_ = false;
   bool bind_memory_ = false;    // FI_MR_ENDPOINT: a registration is bound to the endpoint.
   bool provider_keys_ = false;  // FI_MR_PROV_KEY; else hmc picks keys unique in the domain.
-  size_t eager_limit_ = 0;
-  uint64_t next_key_ = 1;  // Progress thread only.
+  size_t eager_limit_ = 0;      // rxm's, from the environment it reads (RxmEagerLimit).
+  uint64_t next_key_ = 1;       // Progress thread only.
   std::atomic<uint64_t> registrations_{0};
   struct HeldBack {
     std::deque<Deferred> ops;  // Oldest first.
