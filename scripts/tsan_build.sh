@@ -1,15 +1,12 @@
 #!/bin/sh
 # Configures and builds the TSan build into build-tsan/: the library and the tests that
 # scripts/test.sh runs under TSan (transports, coordinator, in-process collectives; the
-# multi-process tests run under ASan+UBSan). Without precompiled headers: a file that misses an
-# include the precompiled header supplies in the other builds fails here (it costs this build
-# about a minute of its two and a half, beside the ASan+UBSan tests).
+# multi-process tests run under ASan+UBSan).
 #   scripts/tsan_build.sh
 set -eu
 cd "$(dirname "$0")/.."
 cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHMC_SANITIZE=thread \
-  -DHMC_WITH_GLOO=OFF -DHMC_WITH_TORCH=OFF -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON \
-  > build-tsan-configure.log 2>&1 || {
+  -DHMC_WITH_GLOO=OFF -DHMC_WITH_TORCH=OFF > build-tsan-configure.log 2>&1 || {
   cat build-tsan-configure.log
   exit 1
 }
