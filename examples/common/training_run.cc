@@ -220,13 +220,13 @@ void TrainingRun::Train(int epochs, int64_t epoch_samples, int64_t local_batch,
                         const std::function<double(int epoch, int64_t slot)>& train_batch,
                         const std::function<Metrics()>& evaluate) {
   // An epoch shorter than one step would train nothing and report the mean loss of no sample.
-  const int64_t steps = epoch_samples / StepSamples(local_batch);
+  const int64_t step_samples = StepSamples(local_batch);
+  const int64_t steps = epoch_samples / step_samples;
   if (steps == 0) {
     throw std::runtime_error(absl::StrFormat(
         "an epoch of %d samples holds no step of %d samples (%s): give it more samples or take "
         "a smaller batch",
-        epoch_samples, StepSamples(local_batch),
-        collab_ != nullptr ? "--target_batch" : "--batch"));
+        epoch_samples, step_samples, collab_ != nullptr ? "--target_batch" : "--batch"));
   }
   for (int epoch = first_epoch_; epoch < epochs; ++epoch) {
     const EpochStats stats = TrainEpoch(epoch, epoch_samples, local_batch, train_batch, evaluate);

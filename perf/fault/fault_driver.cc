@@ -100,10 +100,9 @@ int main(int argc, char** argv) {
       prefix.empty() ? "loopback" : ("hmc-wanem " + prefix).c_str(),
       absl::GetFlag(FLAGS_transport).c_str());
   std::printf(
-      "| fault | trials | faults after the last round (no trial) | hangs | ranks not hit that "
-      "failed "
-      "| inconsistent rounds | lost committed rounds | rounds tried twice | recovery median s | "
-      "p90 s | max s |\n"
+      "| fault | trials | faults after the last round (no trial) | hangs "
+      "| ranks not hit that failed | inconsistent rounds | lost committed rounds "
+      "| rounds tried twice | recovery median s | p90 s | max s |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|\n");
   bool clean = true;
   uint32_t seed = absl::GetFlag(FLAGS_seed);
@@ -171,15 +170,14 @@ int main(int argc, char** argv) {
       if (r->recovery < absl::InfiniteDuration()) {
         recovery.push_back(absl::ToDoubleSeconds(r->recovery));
       }
-      if (absl::GetFlag(FLAGS_verbose) || r->hang || r->failed > 0 || r->inconsistent > 0 ||
-          r->lost > 0) {
+      clean &= r->Clean() && !r->too_late;
+      if (absl::GetFlag(FLAGS_verbose) || !r->Clean()) {
         for (const std::string& p : r->problems) {
           std::fprintf(stderr, "%s trial %d (seed %u, victim %d): %s\n", name.c_str(), t, spec.seed,
                        r->victim, p.c_str());
         }
       }
     }
-    clean &= hangs == 0 && failed == 0 && inconsistent == 0 && lost == 0 && too_late == 0;
     std::printf("| %s | %d | %d | %d | %d | %d | %d | %d | %.2f | %.2f | %.2f |\n", name.c_str(),
                 absl::GetFlag(FLAGS_trials), too_late, hangs, failed, inconsistent, lost, retried,
                 Percentile(recovery, 0.5), Percentile(recovery, 0.9), Percentile(recovery, 1.0));

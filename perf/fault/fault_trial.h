@@ -84,6 +84,9 @@ struct TrialResult {
   // infinite without a fault.
   absl::Duration recovery = absl::InfiniteDuration();
   std::vector<std::string> problems;  // What went wrong, for people.
+
+  // No hang, no rank the fault did not hit failed, no round inconsistent or lost.
+  bool Clean() const { return !hang && failed == 0 && inconsistent == 0 && lost == 0; }
 };
 
 absl::StatusOr<TrialResult> RunTrial(const TrialSpec& spec);

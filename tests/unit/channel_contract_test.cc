@@ -284,6 +284,18 @@ TEST_P(ChannelContract, ALoneLeaverIsAnsweredAndWhatItSentStaysDeliverable) {
   }
 }
 
+// Rank 0 sends `data` (above every eager limit: a rendezvous where the transport has one) with
+// `tag` to rank 1, which posts no receive; 300 ms later rank 0's transport is destroyed, and 300 ms
+// after that rank 1 has seen its connection close. The send's request.
+RequestPtr SendThenDestroyTheSender(Links& links, uint64_t tag, const std::vector<uint8_t>& data) {
+  RequestPtr send = links.channels[0][1]->Send(tag, data.data(), data.size());
+  absl::SleepFor(absl::Milliseconds(300));  // The peer learns of it (a rendezvous offer).
+  links.channels[0].clear();
+  links.transports[0].reset();
+  absl::SleepFor(absl::Milliseconds(300));  // The peer sees the connection close.
+  return send;
+}
+
 // A transport destroyed while a send waits for a receive its peer never posted (a call that
 // timed out): the send ends, with whatever outcome its transport gives it (TCP and in-process
 // sends were already complete), and nothing crashes, on either side. UCX used to abort here: a
@@ -293,13 +305,9 @@ TEST_P(ChannelContract, ALoneLeaverIsAnsweredAndWhatItSentStaysDeliverable) {
 TEST_P(ChannelContract, ATransportDestroyedWithASendItsPeerNeverTookEndsIt) {
   Links links = Open(GetParam(), 2);
   ASSERT_TRUE(links.connected());
-  const std::vector<uint8_t> data = Pattern(1 << 20, 4);  // Above every eager limit.
-  RequestPtr send = links.channels[0][1]->Send(9, data.data(), data.size());
-  absl::SleepFor(absl::Milliseconds(300));  // The peer learns of it (a rendezvous offer).
-  links.channels[0].clear();
-  links.transports[0].reset();
+  const std::vector<uint8_t> data = Pattern(1 << 20, 4);
+  RequestPtr send = SendThenDestroyTheSender(links, 9, data);
   EXPECT_FALSE(absl::IsDeadlineExceeded(send->Wait(Soon())));
-  absl::SleepFor(absl::Milliseconds(300));  // The peer sees the connection close.
   links.channels[1].clear();
   links.transports[1].reset();
 }
@@ -314,11 +322,7 @@ TEST_P(ChannelContract, AReceivePostedAfterItsSenderWentEnds) {
   Links links = Open(GetParam(), 2);
   ASSERT_TRUE(links.connected());
   const std::vector<uint8_t> data = Pattern(1 << 20, 5);
-  RequestPtr send = links.channels[0][1]->Send(9, data.data(), data.size());
-  absl::SleepFor(absl::Milliseconds(300));  // It arrives, or its offer does.
-  links.channels[0].clear();
-  links.transports[0].reset();
-  absl::SleepFor(absl::Milliseconds(300));  // The receiver sees the connection close.
+  SendThenDestroyTheSender(links, 9, data);
   std::vector<uint8_t> got(data.size());
   const absl::Status received = links.channels[1][0]->Recv(9, got.data(), got.size())->Wait(Soon());
   if (received.ok()) {
