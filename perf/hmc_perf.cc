@@ -23,6 +23,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "collectives/communicator.h"
@@ -55,7 +56,9 @@ struct PerfArgs {
   int warmup = 3;
   bool check = true;
   int root = 0;
-  std::string json_path;  // -J: also append one JSON object per row to this file.
+  // -J: also append one JSON object per row to this file, with every call's time (warm-up
+  // included: how long a path takes to warm up shows there).
+  std::string json_path;
   // -P: a size whose calls last longer than this shows progress on stderr, where a person
   // watches (a terminal, or hmcrun's).
   double progress_after_s = 3;
@@ -232,7 +235,8 @@ int RunRank(const Options& options, PerfArgs a) {
       if (collective == "reduce_scatter" || collective == "allgather") count -= count % n;
       if (count == 0) continue;
       FillInput(collective, a, rank, n, in, count);
-      std::vector<double> times;
+      std::vector<double> times;       // The timed calls.
+      std::vector<double> every_call;  // Warm-up included, in order: for the JSON record.
       CollectiveReport report;
       // On stderr: stdout is the table that scripts parse.
       std::optional<ProgressLine> progress;
@@ -256,6 +260,7 @@ int RunRank(const Options& options, PerfArgs a) {
         // The call lasts until its slowest rank is done: this rank alone may finish early.
         double slowest = us;
         if (!perf::ReduceInPlace(comm, &slowest, 1, DType::kF64, ReduceOp::kMax)) return 1;
+        every_call.push_back(slowest);
         if (it >= a.warmup) times.push_back(slowest);
         // Only runs longer than a few seconds (-P) show progress.
         const absl::Time now = absl::Now();
@@ -326,11 +331,14 @@ int RunRank(const Options& options, PerfArgs a) {
                        "{\"system\":\"hmc\",\"collective\":\"%s\",\"ranks\":%d,\"bytes\":%zu,"
                        "\"count\":%zu,\"dtype\":\"%s\",\"redop\":\"%s\",\"algo\":\"%s\","
                        "\"streams\":%lld,\"time_us\":%.1f,\"algbw_gbps\":%.4f,"
-                       "\"busbw_gbps\":%.4f,\"wrong\":%lld}\n",
+                       "\"busbw_gbps\":%.4f,\"wrong\":%lld,\"warmup\":%d,\"call_us\":[%s]}\n",
                        collective.c_str(), n, size_bytes, count,
                        std::string(DTypeName(a.dtype)).c_str(), redop.c_str(), options.algo.c_str(),
                        static_cast<long long>(streams.streams), median_us, algbw, busbw,
-                       shown_wrong);
+                       shown_wrong, a.warmup,
+                       absl::StrJoin(every_call, ",", [](std::string* out, double us) {
+                         absl::StrAppendFormat(out, "%.1f", us);
+                       }).c_str());
           std::fflush(json);
         }
       }

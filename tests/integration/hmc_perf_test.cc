@@ -1,8 +1,11 @@
-// hmc-perf as users run it: its plan comparison on four local ranks, progress on long runs, and
-// the tables' median.
+// hmc-perf as users run it: its plan comparison on four local ranks, progress on long runs, the
+// tables' median, and the JSON records' per-call times.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -84,6 +87,40 @@ TEST(HmcPerf, LongRunsShowProgressWhereSomeoneWatches) {
       RunCommand({HMC_PERF_PATH, "-n", "2", "-b", "1M", "-e", "1M", "-i", "3", "-P", "0"});
   ASSERT_EQ(logged.code, 0) << logged.output;
   EXPECT_FALSE(absl::StrContains(logged.output, "call ")) << logged.output;
+}
+
+// -J appends a record per row with every call's time, warm-up first: how a path warms up (on a WAN
+// the first seconds differ from the rest) is read from them. The row's time is the median of the
+// timed ones.
+TEST(HmcPerf, JsonRecordsHoldEveryCallWithTheWarmUpFirst) {
+  const std::string path = ::testing::TempDir() + "/hmc-perf-calls.jsonl";
+  std::remove(path.c_str());
+  const testing_util::Outcome run = RunCommand(
+      {HMC_PERF_PATH, "-n", "2", "-b", "64K", "-e", "128K", "-i", "3", "-w", "2", "-J", path});
+  ASSERT_EQ(run.code, 0) << run.output;
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 2u) << "one record per size";
+  for (const std::string& line : lines) {
+    std::smatch warmup, time, calls;
+    ASSERT_TRUE(std::regex_search(line, warmup, std::regex("\"warmup\":([0-9]+)"))) << line;
+    EXPECT_EQ(warmup[1], "2");
+    ASSERT_TRUE(std::regex_search(line, time, std::regex("\"time_us\":([0-9.]+)"))) << line;
+    ASSERT_TRUE(std::regex_search(line, calls, std::regex("\"call_us\":\\[([0-9.,]*)\\]"))) << line;
+    std::vector<double> each;
+    for (absl::string_view cell : absl::StrSplit(calls[1].str(), ',')) {
+      double us = 0;
+      ASSERT_TRUE(absl::SimpleAtod(cell, &us)) << line;
+      EXPECT_GT(us, 0);
+      each.push_back(us);
+    }
+    ASSERT_EQ(each.size(), 5u) << "2 warm-up calls and 3 timed: " << line;
+    double row_us = 0;
+    ASSERT_TRUE(absl::SimpleAtod(time[1].str(), &row_us));
+    EXPECT_NEAR(perf::Median({each[2], each[3], each[4]}), row_us, 0.11) << line;
+  }
+  std::remove(path.c_str());
 }
 
 TEST(PerfTable, MedianOfAnEvenCountIsTheMeanOfTheMiddleTwo) {
