@@ -2,8 +2,8 @@
 # hmc's all-reduce over an emulated topology with a fixed number of streams per peer against the
 # count the creation probe chooses alone (probe: --streams=0 --adapt_streams=0) and against the
 # probe followed by adaptive streams (adapt: --streams=0 --adapt_streams=1), alternated ROUNDS times.
-# Each run creates a new group and times ITERS calls per size after WARMUP; prints each run's mean
-# time per call and bus bandwidth, and the probe's line. Needs root.
+# Each run creates a new group and times ITERS calls per size after WARMUP; prints each run's
+# median time per call and bus bandwidth, and the probe's line. Needs root.
 #   [EXTRA="--algo=ring"] [ITERS=1] [WARMUP=0] [MTU=9000] [MAX_SIZE=SIZE] [FACTOR=2] [TCP=cubic]
 #   perf/compare/streams.sh TOPOLOGY [SIZE=256M] [SCALE=0.1] [ROUNDS=2] [STREAMS="4 8 16 32"]
 # Sizes run from SIZE to MAX_SIZE by FACTOR, in one group per run. TCP: the ranks' congestion
