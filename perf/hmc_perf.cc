@@ -235,8 +235,7 @@ int RunRank(const Options& options, PerfArgs a) {
       if (collective == "reduce_scatter" || collective == "allgather") count -= count % n;
       if (count == 0) continue;
       FillInput(collective, a, rank, n, in, count);
-      std::vector<double> times;       // The timed calls.
-      std::vector<double> every_call;  // Warm-up included, in order: for the JSON record.
+      std::vector<double> every_call;  // Warm-up first, in order; the table times the rest.
       CollectiveReport report;
       // On stderr: stdout is the table that scripts parse.
       std::optional<ProgressLine> progress;
@@ -261,7 +260,6 @@ int RunRank(const Options& options, PerfArgs a) {
         double slowest = us;
         if (!perf::ReduceInPlace(comm, &slowest, 1, DType::kF64, ReduceOp::kMax)) return 1;
         every_call.push_back(slowest);
-        if (it >= a.warmup) times.push_back(slowest);
         // Only runs longer than a few seconds (-P) show progress.
         const absl::Time now = absl::Now();
         if (progress.has_value() && now - size_start >= absl::Seconds(a.progress_after_s) &&
@@ -275,7 +273,8 @@ int RunRank(const Options& options, PerfArgs a) {
         }
       }
       if (progress.has_value()) progress->Clear();
-      const double median_us = perf::Median(times);
+      const double median_us =
+          perf::Median(std::vector<double>(every_call.begin() + a.warmup, every_call.end()));
       int64_t wrong = 0;
       double l2_error = -1;
       if (a.check) {

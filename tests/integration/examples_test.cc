@@ -24,25 +24,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
+using testing_util::JsonNumber;
+using testing_util::Lines;
 using testing_util::Outcome;
 using testing_util::ReadFile;
 using testing_util::RunCommand;
 using testing_util::TempPath;
-
-// The number after "key": in a JSON line.
-double Field(absl::string_view json, absl::string_view key) {
-  const std::string needle = absl::StrCat("\"", key, "\": ");
-  const size_t at = json.find(needle);
-  if (at == absl::string_view::npos) return -1;
-  absl::string_view rest = json.substr(at + needle.size());
-  double value = -1;
-  EXPECT_TRUE(absl::SimpleAtod(rest.substr(0, rest.find_first_of(",}")), &value)) << json;
-  return value;
-}
-
-std::vector<std::string> Lines(const std::string& path) {
-  return absl::StrSplit(ReadFile(path), '\n', absl::SkipEmpty());
-}
 
 constexpr char kFashionMnist[] = "/usr/share/datasets/fashion-mnist";
 
@@ -64,16 +51,16 @@ TEST(TrainCv, FourRanksUnderHmcrunTrainLikeOneProcessWithTheSameGlobalBatch) {
   ASSERT_EQ(group.code, 0) << group.output;
   EXPECT_THAT(group.output, HasSubstr("[0 zone-a peer-a] epoch 1: 2560 samples"));
   const std::string one = Lines(alone_json).at(0), four = Lines(group_json).at(0);
-  EXPECT_EQ(Field(four, "world"), 4);
-  EXPECT_EQ(Field(four, "steps"), 20);
+  EXPECT_EQ(JsonNumber(four, "world"), 4);
+  EXPECT_EQ(JsonNumber(four, "steps"), 20);
   // Same global batches in the same order: the same training up to rounding.
-  EXPECT_NEAR(Field(four, "loss"), Field(one, "loss"), 2e-3) << one << "\n" << four;
-  EXPECT_NEAR(Field(four, "test_accuracy"), Field(one, "test_accuracy"), 0.02);
-  EXPECT_GT(Field(four, "test_accuracy"), 0.5);
+  EXPECT_NEAR(JsonNumber(four, "loss"), JsonNumber(one, "loss"), 2e-3) << one << "\n" << four;
+  EXPECT_NEAR(JsonNumber(four, "test_accuracy"), JsonNumber(one, "test_accuracy"), 0.02);
+  EXPECT_GT(JsonNumber(four, "test_accuracy"), 0.5);
   // Two zones: bytes crossed between them, at a price.
-  EXPECT_GT(Field(four, "bytes_across_zones"), 0);
-  EXPECT_GT(Field(four, "bytes_in_zones"), 0);
-  EXPECT_GT(Field(four, "egress_usd"), 0);
+  EXPECT_GT(JsonNumber(four, "bytes_across_zones"), 0);
+  EXPECT_GT(JsonNumber(four, "bytes_in_zones"), 0);
+  EXPECT_GT(JsonNumber(four, "egress_usd"), 0);
 }
 
 TEST(TrainCv, ResumesFromItsCheckpoint) {
@@ -91,9 +78,9 @@ TEST(TrainCv, ResumesFromItsCheckpoint) {
   EXPECT_FALSE(absl::StrContains(second.output, "epoch 1:")) << second.output;
   const std::vector<std::string> lines = Lines(json);
   ASSERT_EQ(lines.size(), 2u);
-  EXPECT_EQ(Field(lines[1], "epoch"), 2);
+  EXPECT_EQ(JsonNumber(lines[1], "epoch"), 2);
   // The second epoch continued from the first one's weights.
-  EXPECT_LT(Field(lines[1], "loss"), Field(lines[0], "loss"));
+  EXPECT_LT(JsonNumber(lines[1], "loss"), JsonNumber(lines[0], "loss"));
 }
 
 // DiLoCo stopped after an epoch and resumed goes on as if it had not stopped: its outer
@@ -126,9 +113,10 @@ TEST(TrainCv, DiLoCoResumesWhereItStopped) {
   ASSERT_EQ(resumed.size(), 2u);
   ASSERT_EQ(reference.size(), 2u);
   for (const char* field : {"test_loss", "test_accuracy", "loss"}) {
-    EXPECT_NEAR(Field(resumed[1], field), Field(reference[1], field), 1e-5) << field << "\n"
-                                                                            << resumed[1] << "\n"
-                                                                            << reference[1];
+    EXPECT_NEAR(JsonNumber(resumed[1], field), JsonNumber(reference[1], field), 1e-5)
+        << field << "\n"
+        << resumed[1] << "\n"
+        << reference[1];
   }
 }
 
@@ -139,8 +127,8 @@ TEST(TrainCv, CollaborativeOptimizerStepsWithTheGroup) {
                                kSmallCv));
   ASSERT_EQ(run.code, 0) << run.output;
   const std::string line = Lines(json).at(0);
-  EXPECT_EQ(Field(line, "steps"), 2560 / 256);
-  EXPECT_GE(Field(line, "samples"), 2560);
+  EXPECT_EQ(JsonNumber(line, "steps"), 2560 / 256);
+  EXPECT_GE(JsonNumber(line, "samples"), 2560);
 }
 
 // DiLoCo against every-step averaging on the same batches: it learns, and with five local steps
@@ -161,15 +149,16 @@ TEST(TrainCv, DiLoCoLearnsAndSendsAFractionOfDdpsBytesAndDdpFtAsMany) {
     lines[sync] = Lines(json).at(0);
   }
   const std::string& diloco = lines["diloco"];
-  EXPECT_EQ(Field(diloco, "steps"), 20);
-  EXPECT_GT(Field(diloco, "test_accuracy"), 0.5) << diloco;
-  EXPECT_GT(Field(diloco, "bytes_across_zones"), 0);
-  EXPECT_LT(Field(diloco, "bytes_across_zones"), Field(lines["ddp"], "bytes_across_zones") / 4)
+  EXPECT_EQ(JsonNumber(diloco, "steps"), 20);
+  EXPECT_GT(JsonNumber(diloco, "test_accuracy"), 0.5) << diloco;
+  EXPECT_GT(JsonNumber(diloco, "bytes_across_zones"), 0);
+  EXPECT_LT(JsonNumber(diloco, "bytes_across_zones"),
+            JsonNumber(lines["ddp"], "bytes_across_zones") / 4)
       << diloco << "\n"
       << lines["ddp"];
-  EXPECT_NEAR(
-      Field(lines["ddp-ft"], "bytes_across_zones") / Field(lines["ddp"], "bytes_across_zones"), 1.0,
-      0.25)
+  EXPECT_NEAR(JsonNumber(lines["ddp-ft"], "bytes_across_zones") /
+                  JsonNumber(lines["ddp"], "bytes_across_zones"),
+              1.0, 0.25)
       << lines["ddp-ft"] << "\n"
       << lines["ddp"];
 }
@@ -201,18 +190,18 @@ TEST_P(EvaluatesInsideTheEpoch, WhatTheModelIsAtThatStep) {
   ASSERT_EQ(lines.size(), 4u) << run.output;
   double seconds = 0;
   for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(Field(lines[i], "eval_step"), 5 * (i + 1)) << lines[i];
-    EXPECT_EQ(Field(lines[i], "samples"), 640 * (i + 1)) << lines[i];
-    EXPECT_GT(Field(lines[i], "train_seconds"), seconds) << lines[i];
-    seconds = Field(lines[i], "train_seconds");
+    EXPECT_EQ(JsonNumber(lines[i], "eval_step"), 5 * (i + 1)) << lines[i];
+    EXPECT_EQ(JsonNumber(lines[i], "samples"), 640 * (i + 1)) << lines[i];
+    EXPECT_GT(JsonNumber(lines[i], "train_seconds"), seconds) << lines[i];
+    seconds = JsonNumber(lines[i], "train_seconds");
   }
-  EXPECT_EQ(Field(lines[3], "epoch"), 1);
-  EXPECT_GT(Field(lines[3], "train_seconds"), seconds);
+  EXPECT_EQ(JsonNumber(lines[3], "epoch"), 1);
+  EXPECT_GT(JsonNumber(lines[3], "train_seconds"), seconds);
   const std::string at_step_10 = Lines(reference_json).at(0);
-  EXPECT_NEAR(Field(lines[1], "test_loss"), Field(at_step_10, "test_loss"), 1e-4)
+  EXPECT_NEAR(JsonNumber(lines[1], "test_loss"), JsonNumber(at_step_10, "test_loss"), 1e-4)
       << lines[1] << "\n"
       << at_step_10;
-  EXPECT_EQ(Field(lines[1], "test_accuracy"), Field(at_step_10, "test_accuracy"));
+  EXPECT_EQ(JsonNumber(lines[1], "test_accuracy"), JsonNumber(at_step_10, "test_accuracy"));
 }
 
 INSTANTIATE_TEST_SUITE_P(Sync, EvaluatesInsideTheEpoch,
@@ -392,9 +381,9 @@ TEST(TrainCv, KilledRankIsRestartedAndRejoinsWithTheGroupsState) {
   const std::vector<std::string> lines = Lines(json);
   ASSERT_EQ(lines.size(), 2u) << out;
   // The failure and the join happened in epoch 1: its report is already at epoch 3.
-  EXPECT_EQ(Field(lines[0], "membership_epoch"), 3) << lines[0];
-  EXPECT_EQ(Field(lines[1], "members"), 4) << lines[1];
-  EXPECT_GE(Field(lines[1], "test_accuracy"), 0.88) << lines[1];
+  EXPECT_EQ(JsonNumber(lines[0], "membership_epoch"), 3) << lines[0];
+  EXPECT_EQ(JsonNumber(lines[1], "members"), 4) << lines[1];
+  EXPECT_GE(JsonNumber(lines[1], "test_accuracy"), 0.88) << lines[1];
 }
 
 // ddp and fault-tolerant ddp train the same model on the same windows and measure it on all the
@@ -416,10 +405,10 @@ TEST(TrainNlp, PerplexityFallsAndRanksAgree) {
     ASSERT_EQ(lines[sync].size(), 2u) << run.output;
   }
   const std::vector<std::string>& ddp = lines["ddp"];
-  EXPECT_LT(Field(ddp[1], "perplexity"), Field(ddp[0], "perplexity"));
+  EXPECT_LT(JsonNumber(ddp[1], "perplexity"), JsonNumber(ddp[0], "perplexity"));
   // Uniform over the bytes would be 256; a model that learned anything is far below.
-  EXPECT_LT(Field(ddp[1], "perplexity"), 40);
-  EXPECT_NEAR(Field(lines["ddp-ft"][0], "test_loss"), Field(ddp[0], "test_loss"), 1e-3)
+  EXPECT_LT(JsonNumber(ddp[1], "perplexity"), 40);
+  EXPECT_NEAR(JsonNumber(lines["ddp-ft"][0], "test_loss"), JsonNumber(ddp[0], "test_loss"), 1e-3)
       << lines["ddp-ft"][0] << "\n"
       << ddp[0];
 }

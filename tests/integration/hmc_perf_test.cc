@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <fstream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -93,32 +91,31 @@ TEST(HmcPerf, LongRunsShowProgressWhereSomeoneWatches) {
 // the first seconds differ from the rest) is read from them. The row's time is the median of the
 // timed ones.
 TEST(HmcPerf, JsonRecordsHoldEveryCallWithTheWarmUpFirst) {
-  const std::string path = ::testing::TempDir() + "/hmc-perf-calls.jsonl";
+  const std::string path = testing_util::TempPath("calls.jsonl");
   std::remove(path.c_str());
   const testing_util::Outcome run = RunCommand(
       {HMC_PERF_PATH, "-n", "2", "-b", "64K", "-e", "128K", "-i", "3", "-w", "2", "-J", path});
   ASSERT_EQ(run.code, 0) << run.output;
-  std::ifstream in(path);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const std::vector<std::string> lines = testing_util::Lines(path);
   ASSERT_EQ(lines.size(), 2u) << "one record per size";
   for (const std::string& line : lines) {
-    std::smatch warmup, time, calls;
-    ASSERT_TRUE(std::regex_search(line, warmup, std::regex("\"warmup\":([0-9]+)"))) << line;
-    EXPECT_EQ(warmup[1], "2");
-    ASSERT_TRUE(std::regex_search(line, time, std::regex("\"time_us\":([0-9.]+)"))) << line;
-    ASSERT_TRUE(std::regex_search(line, calls, std::regex("\"call_us\":\\[([0-9.,]*)\\]"))) << line;
+    EXPECT_EQ(testing_util::JsonNumber(line, "warmup"), 2) << line;
+    const std::string calls_key = "\"call_us\":[";
+    const size_t at = line.find(calls_key);
+    ASSERT_NE(at, std::string::npos) << line;
+    const size_t from = at + calls_key.size();
     std::vector<double> each;
-    for (absl::string_view cell : absl::StrSplit(calls[1].str(), ',')) {
+    for (absl::string_view cell :
+         absl::StrSplit(absl::string_view(line).substr(from, line.find(']', from) - from), ',')) {
       double us = 0;
       ASSERT_TRUE(absl::SimpleAtod(cell, &us)) << line;
       EXPECT_GT(us, 0);
       each.push_back(us);
     }
     ASSERT_EQ(each.size(), 5u) << "2 warm-up calls and 3 timed: " << line;
-    double row_us = 0;
-    ASSERT_TRUE(absl::SimpleAtod(time[1].str(), &row_us));
-    EXPECT_NEAR(perf::Median({each[2], each[3], each[4]}), row_us, 0.11) << line;
+    EXPECT_NEAR(perf::Median({each[2], each[3], each[4]}),
+                testing_util::JsonNumber(line, "time_us"), 0.11)
+        << line;
   }
   std::remove(path.c_str());
 }

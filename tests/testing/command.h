@@ -1,7 +1,8 @@
 #ifndef HMC_TESTS_TESTING_COMMAND_H_
 #define HMC_TESTS_TESTING_COMMAND_H_
 
-// Helpers for tests that run programs: read what they wrote, run one to completion.
+// Helpers for tests that run programs: read what they wrote (files, JSON lines), run one to
+// completion.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,7 +11,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
@@ -25,6 +28,11 @@ inline std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+// A file's non-empty lines (a JSON-lines file: one record each).
+inline std::vector<std::string> Lines(const std::string& path) {
+  return absl::StrSplit(ReadFile(path), '\n', absl::SkipEmpty());
+}
+
 // What a program printed on its own, without hmc's log lines ("<time> hmc[component] ..."), which
 // come and go with what the library has to say (a rank logs when it measures its links).
 inline std::string ReadFileWithoutLogLines(const std::string& path) {
@@ -34,6 +42,17 @@ inline std::string ReadFileWithoutLogLines(const std::string& path) {
     absl::StrAppend(&kept, line, "\n");
   }
   return kept;
+}
+
+// The number after "key": (with or without a space) in a JSON line; -1 where the key is absent.
+inline double JsonNumber(absl::string_view json, absl::string_view key) {
+  const std::string needle = absl::StrCat("\"", key, "\":");
+  const size_t at = json.find(needle);
+  if (at == absl::string_view::npos) return -1;
+  absl::string_view rest = absl::StripLeadingAsciiWhitespace(json.substr(at + needle.size()));
+  double value = -1;
+  EXPECT_TRUE(absl::SimpleAtod(rest.substr(0, rest.find_first_of(",}")), &value)) << json;
+  return value;
 }
 
 // A path in the test's temporary directory, unique to this process.
